@@ -1,0 +1,64 @@
+"""Kubernetes object and Slurm node names derived from the spec, in one place."""
+
+# Pool names that would collide with the names of the cluster's other workloads.
+RESERVED_POOL_NAMES = frozenset(
+    {
+        "controller",
+        "login",
+        "accounting",
+        "slurmdbd",
+        "mariadb",
+        "jail",
+        "populate-jail",
+        "reconfigure",
+        "nccl",
+        "config",
+        "munge",
+        "ssh",
+        "state",
+    }
+)
+
+# StatefulSet names must leave room for "-<ordinal>" and the 11-character revision hash
+# label suffix within 63 characters.
+MAX_STATEFULSET_NAME = 52
+
+
+def controller_name(cluster: str) -> str:
+    """slurmctld StatefulSet and Service name; also SlurmctldHost."""
+    return f"{cluster}-controller"
+
+
+def accounting_name(cluster: str) -> str:
+    """slurmdbd Deployment and Service name."""
+    return f"{cluster}-accounting"
+
+
+def database_name(cluster: str) -> str:
+    """Embedded MariaDB StatefulSet and Service name."""
+    return f"{cluster}-mariadb"
+
+
+def login_name(cluster: str) -> str:
+    """sshd StatefulSet and Service name."""
+    return f"{cluster}-login"
+
+
+def pool_name(cluster: str, pool: str) -> str:
+    """A worker pool's StatefulSet and headless Service name; node names add `-<ordinal>`."""
+    return f"{cluster}-{pool}"
+
+
+def jail_claim_name(cluster: str) -> str:
+    """The jail PVC's name when slurm-stack creates it."""
+    return f"{cluster}-jail"
+
+
+def config_map_name(cluster: str, config_hash: str) -> str:
+    """The Slurm config ConfigMap, named by its content hash."""
+    return f"{cluster}-slurm-config-{config_hash}"
+
+
+def reconfigure_job_name(cluster: str, config_hash: str) -> str:
+    """The Job that pushes a config to every slurmd, named by the same hash."""
+    return f"{cluster}-reconfigure-{config_hash}"

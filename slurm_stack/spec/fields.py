@@ -1,0 +1,140 @@
+"""Constrained field types shared by the spec models, each with an error that says what is valid."""
+
+import ipaddress
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from slurm_stack.spec.quantity import parse_quantity
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_GRES_TYPE = re.compile(r"^[A-Za-z0-9_]+$")
+_SLURM_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*)=(?P<value>\S.*)$")
+_SSHD_LINE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*)\s+(?P<value>\S.*)$")
+_IMAGE_REF = re.compile(
+    r"^(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
+    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+_SSH_KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+
+
+def dns_label(value: str) -> str:
+    """A Kubernetes DNS-1123 label, which is also a valid Slurm node, NodeSet and feature name."""
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a DNS label: use 1-63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+def quantity(value: str) -> str:
+    """A Kubernetes quantity string, kept as written."""
+    parse_quantity(value)
+    return value
+
+
+def absolute_path(value: str) -> str:
+    """An absolute, normalised path other than '/' (a mount point)."""
+    if not value.startswith("/") or value == "/" or "//" in value or value.endswith("/"):
+        raise ValueError(f"{value!r} must be an absolute path like '/scratch' (not '/')")
+    if any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(f"{value!r} must not contain '.' or '..' components")
+    return value
+
+
+def slurm_key_value(value: str) -> str:
+    """One raw ``Key=Value`` line for slurm.conf or a dynamic node's --conf."""
+    if not _SLURM_KEY_VALUE.match(value.strip()) or "\n" in value:
+        raise ValueError(
+            f"{value!r} is not a single 'Key=Value' line (example: 'MaxJobCount=50000')"
+        )
+    return value.strip()
+
+
+def sshd_line(value: str) -> str:
+    """One ``Keyword value`` line for sshd_config."""
+    if not _SSHD_LINE.match(value.strip()) or "\n" in value:
+        raise ValueError(
+            f"{value!r} is not a single 'Keyword value' line (example: 'MaxSessions 20')"
+        )
+    return value.strip()
+
+
+def gres_type(value: str) -> str:
+    """A GRES type name as Slurm accepts it ("h100", "a100_80g")."""
+    if not _GRES_TYPE.match(value):
+        raise ValueError(f"{value!r} is not a GRES type: use letters, digits and '_' (e.g. 'h100')")
+    return value
+
+
+def image_ref(value: str) -> str:
+    """A pinned container image reference: a tag other than 'latest', or a digest."""
+    match = _IMAGE_REF.match(value)
+    if not match:
+        raise ValueError(f"{value!r} is not an image reference like 'registry/name:tag'")
+    if not match["digest"] and match["tag"] in (None, "latest"):
+        raise ValueError(f"{value!r} is not pinned: give a version tag (not 'latest') or a digest")
+    return value
+
+
+def image_tag(value: str) -> str:
+    """An image tag other than 'latest'."""
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", value) or value == "latest":
+        raise ValueError(f"{value!r} is not a pinned image tag (e.g. '26.05-0.1.0', not 'latest')")
+    return value
+
+
+def ssh_public_key(value: str) -> str:
+    """One OpenSSH public key line."""
+    parts = value.strip().split()
+    if len(parts) < 2 or parts[0] not in _SSH_KEY_TYPES:
+        raise ValueError(
+            f"{value[:40]!r}... is not an OpenSSH public key; it must start with one of "
+            + ", ".join(_SSH_KEY_TYPES)
+        )
+    return value.strip()
+
+
+def cidr(value: str) -> str:
+    """An IPv4 or IPv6 network in CIDR form."""
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR range like '203.0.113.0/24'") from exc
+    return value
+
+
+def cron_schedule(value: str) -> str:
+    """A five-field cron schedule as Kubernetes CronJobs take it."""
+    fields = value.split()
+    if len(fields) != 5 or not all(re.match(r"^[0-9*/,\-A-Za-z?]+$", f) for f in fields):
+        raise ValueError(f"{value!r} is not a five-field cron schedule (e.g. '0 3 * * 0')")
+    return value
+
+
+def key_of(line: str) -> str:
+    """The key of a 'Key=Value' or 'Keyword value' line."""
+    return re.split(r"[=\s]", line.strip(), maxsplit=1)[0]
+
+
+DnsLabel = Annotated[str, AfterValidator(dns_label)]
+Quantity = Annotated[str, AfterValidator(quantity)]
+AbsolutePath = Annotated[str, AfterValidator(absolute_path)]
+SlurmKeyValue = Annotated[str, AfterValidator(slurm_key_value)]
+SshdLine = Annotated[str, AfterValidator(sshd_line)]
+GresType = Annotated[str, AfterValidator(gres_type)]
+ImageRef = Annotated[str, AfterValidator(image_ref)]
+ImageTag = Annotated[str, AfterValidator(image_tag)]
+SshPublicKey = Annotated[str, AfterValidator(ssh_public_key)]
+Cidr = Annotated[str, AfterValidator(cidr)]
+CronSchedule = Annotated[str, AfterValidator(cron_schedule)]

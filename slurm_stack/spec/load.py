@@ -1,0 +1,124 @@
+"""Turn the raw `slurm-stack:cluster` value into a ClusterSpec, or fail with every issue."""
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from slurm_stack.spec.errors import CONFIG_KEY, SpecError, SpecIssue, join_path
+from slurm_stack.spec.models import ClusterSpec
+from slurm_stack.spec.rules import RuleContext, cross_field_issues
+
+
+def load_spec(
+    raw: Any, *, db_password_provided: bool = False, config_key: str = CONFIG_KEY
+) -> ClusterSpec:
+    """Validate ``raw`` (a dict from stack config) and fill defaults.
+
+    Raises SpecError listing every invalid value with its full key path.
+    """
+    if not isinstance(raw, dict):
+        raise SpecError(
+            [SpecIssue("", "must be an object (set it in Pulumi.<stack>.yaml under config)")],
+            config_key,
+        )
+    issues = cross_field_issues(raw, RuleContext(db_password_provided=db_password_provided))
+    spec = None
+    try:
+        spec = ClusterSpec.model_validate(raw)
+    except ValidationError as exc:
+        issues.extend(_issue_from(error) for error in exc.errors())
+    if issues or spec is None:
+        raise SpecError(issues, config_key)
+    return spec
+
+
+def _issue_from(error: Any) -> SpecIssue:
+    loc = tuple(error["loc"])
+    path_parts = _strip_union_tags(loc)
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        valid = _valid_keys(loc[:-1])
+        message = "unknown key" + (f"; valid keys here: {', '.join(valid)}" if valid else "")
+    elif error["type"] == "missing":
+        message = "required"
+    elif isinstance(error.get("input"), str | int | float | bool):
+        shown = repr(error["input"])
+        if len(shown) <= 60 and shown not in message:
+            message = f"{message} (got {shown})"
+    return SpecIssue(join_path(*path_parts), message)
+
+
+def _strip_union_tags(loc: tuple[Any, ...]) -> list[Any]:
+    """Pydantic puts a discriminated union's tag in the location; the user never wrote it."""
+    parts: list[Any] = []
+    model: Any = ClusterSpec
+    for part in loc:
+        step = _step(model, part)
+        if step is _UNION_TAG:
+            continue
+        parts.append(part)
+        model = step
+    return parts
+
+
+_UNION_TAG = object()
+
+
+def _field_type(model: type[BaseModel], alias: str) -> Any:
+    for name, field in model.model_fields.items():
+        if alias in (field.alias, name):
+            return field.annotation
+    return None
+
+
+def _unwrap(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _step(model: Any, part: Any) -> Any:
+    """The type found one location step below ``model``, or _UNION_TAG for a union tag."""
+    model = _unwrap(model)
+    origin = typing.get_origin(model)
+    if origin in (list, dict):
+        return typing.get_args(model)[-1]
+    if origin in (typing.Union, types.UnionType):
+        members = [_unwrap(m) for m in typing.get_args(model) if m is not type(None)]
+        for member in members:
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                tag = member.model_fields.get("type")
+                if tag is not None and part in typing.get_args(tag.annotation):
+                    return _UNION_TAG if len(members) > 1 else _step(member, part)
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        return _step(models[0], part) if len(models) == 1 else None
+    if isinstance(model, type) and issubclass(model, BaseModel) and isinstance(part, str):
+        return _field_type(model, part)
+    return None
+
+
+def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: Any = ClusterSpec
+    for part in loc:
+        step = _step(model, part)
+        if step is _UNION_TAG:
+            model = _union_member(model, part)
+            continue
+        model = step
+    model = _unwrap(model)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(field.alias or name for name, field in model.model_fields.items())
+    return []
+
+
+def _union_member(model: Any, tag: Any) -> Any:
+    model = _unwrap(model)
+    for member in typing.get_args(model):
+        member = _unwrap(member)
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            field = member.model_fields.get("type")
+            if field is not None and tag in typing.get_args(field.annotation):
+                return member
+    return None

@@ -1,0 +1,432 @@
+"""The cluster spec: one validated, defaults-filled model tree read from stack config.
+
+Field names are snake_case in Python and camelCase in `Pulumi.<stack>.yaml` (aliases).
+Rules that involve one model live here as validators; rules that relate several parts of
+the tree live in `slurm_stack.spec.rules`, so every error is reported in one pass.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from slurm_stack.spec.fields import (
+    AbsolutePath,
+    Cidr,
+    CronSchedule,
+    DnsLabel,
+    GresType,
+    ImageRef,
+    ImageTag,
+    Quantity,
+    SlurmKeyValue,
+    SshdLine,
+    SshPublicKey,
+)
+from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
+
+IMAGE_REVISION = "0.1.0"
+"""Revision of the project's images; default tags are `<slurmVersion>-<IMAGE_REVISION>`."""
+
+MARIADB_IMAGE = "docker.io/library/mariadb:11.8.3"
+
+
+class SpecModel(BaseModel):
+    """Base for every spec model: camelCase keys, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Toleration(SpecModel):
+    """A Kubernetes toleration."""
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class Placement(SpecModel):
+    """Where a component's pods may run."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
+class Resources(SpecModel):
+    """Container resource requests and limits (Kubernetes quantities)."""
+
+    requests: dict[Literal["cpu", "memory", "ephemeral-storage"], Quantity] = Field(
+        default_factory=dict
+    )
+    limits: dict[Literal["cpu", "memory", "ephemeral-storage"], Quantity] = Field(
+        default_factory=dict
+    )
+
+
+class Volume(SpecModel):
+    """A persistent volume to create: size and storage class (cluster default if unset)."""
+
+    size: Quantity
+    storage_class: str | None = None
+
+
+class Images(SpecModel):
+    """Container images. Each component defaults to `<registry>/<component>:<tag>`."""
+
+    registry: str = "ghcr.io/slurm-stack"
+    tag: ImageTag | None = None
+    pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    pull_secrets: list[DnsLabel] = Field(default_factory=list)
+    controller: ImageRef | None = None
+    worker: ImageRef | None = None
+    login: ImageRef | None = None
+    accounting: ImageRef | None = None
+    munge: ImageRef | None = None
+    jail: ImageRef | None = None
+    ops: ImageRef | None = None
+    mariadb: ImageRef = MARIADB_IMAGE
+
+
+class Scheduler(SpecModel):
+    """slurmctld scheduling: backfill with GPU-friendly defaults."""
+
+    type: Literal["sched/backfill", "sched/builtin"] = "sched/backfill"
+    parameters: list[str] = Field(
+        default_factory=lambda: ["bf_continue", "bf_max_job_test=1000", "bf_window=10080"]
+    )
+    select_type_parameters: Literal[
+        "CR_Core_Memory", "CR_CPU_Memory", "CR_Core", "CR_CPU", "CR_Socket_Memory"
+    ] = "CR_Core_Memory"
+
+
+class Metrics(SpecModel):
+    """slurmctld's OpenMetrics endpoint (Slurm 25.11 and newer)."""
+
+    enabled: bool = False
+
+
+class Controller(SpecModel):
+    """slurmctld: one replica whose state lives on a protected PVC."""
+
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "1", "memory": "2Gi"}, limits={"memory": "8Gi"}
+        )
+    )
+    state_volume: Volume = Field(default_factory=lambda: Volume(size="10Gi"))
+    max_node_count: int = Field(default=1024, ge=1, le=65000)
+    scheduler: Scheduler = Field(default_factory=Scheduler)
+    metrics: Metrics = Field(default_factory=Metrics)
+    slurm_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
+    placement: Placement = Field(default_factory=Placement)
+
+
+class LoginService(SpecModel):
+    """How SSH reaches the login pods."""
+
+    type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = "LoadBalancer"
+    port: int = Field(default=22, ge=1, le=65535)
+    node_port: int | None = Field(default=None, ge=30000, le=32767)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    load_balancer_source_ranges: list[Cidr] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _type_specific_fields(self) -> "LoginService":
+        if self.node_port is not None and self.type == "ClusterIP":
+            raise ValueError("nodePort is only valid with type NodePort or LoadBalancer")
+        if self.load_balancer_source_ranges and self.type != "LoadBalancer":
+            raise ValueError("loadBalancerSourceRanges is only valid with type LoadBalancer")
+        return self
+
+
+class LoginUser(SpecModel):
+    """A user whose SSH keys the login nodes accept (the account itself lives in the jail)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+    authorized_keys: list[SshPublicKey] = Field(min_length=1)
+
+
+class Login(SpecModel):
+    """sshd login pods whose sessions are chrooted into the jail."""
+
+    replicas: int = Field(default=1, ge=0, le=32)
+    service: LoginService = Field(default_factory=LoginService)
+    root_authorized_keys: list[SshPublicKey] = Field(default_factory=list)
+    users: list[LoginUser] = Field(default_factory=list)
+    sshd_extra: list[SshdLine] = Field(default_factory=list)
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "4Gi"}
+        )
+    )
+    placement: Placement = Field(default_factory=Placement)
+
+
+class EmptyDirSubmount(SpecModel):
+    """Node-local scratch on the pod's node disk."""
+
+    type: Literal["emptyDir"]
+    name: DnsLabel
+    mount_path: AbsolutePath
+    size_limit: Quantity | None = None
+
+
+class MemorySubmount(SpecModel):
+    """An in-memory (tmpfs) submount; its size counts against the pod's memory."""
+
+    type: Literal["memory"]
+    name: DnsLabel
+    mount_path: AbsolutePath
+    size_limit: Quantity
+
+
+class HostPathSubmount(SpecModel):
+    """A directory of the Kubernetes node (local NVMe, caches)."""
+
+    type: Literal["hostPath"]
+    name: DnsLabel
+    mount_path: AbsolutePath
+    host_path: AbsolutePath
+    read_only: bool = False
+
+
+class PvcSubmount(SpecModel):
+    """A persistent volume: an existing claim (shared) or one new claim per node (template)."""
+
+    type: Literal["pvc"]
+    name: DnsLabel
+    mount_path: AbsolutePath
+    existing_claim: DnsLabel | None = None
+    size: Quantity | None = None
+    storage_class: str | None = None
+    read_only: bool = False
+
+    @model_validator(mode="after")
+    def _claim_or_template(self) -> "PvcSubmount":
+        if (self.existing_claim is None) == (self.size is None):
+            raise ValueError(
+                "give exactly one of existingClaim (use a claim that exists) or size "
+                "(a new claim per node)"
+            )
+        return self
+
+
+Submount = Annotated[
+    EmptyDirSubmount | MemorySubmount | HostPathSubmount | PvcSubmount,
+    Field(discriminator="type"),
+]
+
+
+class WorkerPool(SpecModel):
+    """A pool of slurmd pods; each pod is one dynamic Slurm node with the pool's feature."""
+
+    name: DnsLabel
+    replicas: int = Field(default=1, ge=0, le=10000)
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "1", "memory": "1Gi"})
+    )
+    gpus: int = Field(default=0, ge=0, le=16)
+    gpu_type: GresType | None = None
+    features: list[DnsLabel] = Field(default_factory=list)
+    weight: int = Field(default=1, ge=0, le=65533)
+    node_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
+    submounts: list[Submount] = Field(default_factory=list)
+    placement: Placement = Field(default_factory=Placement)
+
+    @model_validator(mode="after")
+    def _gpu_type_needs_gpus(self) -> "WorkerPool":
+        if self.gpu_type is not None and self.gpus == 0:
+            raise ValueError(f"gpuType {self.gpu_type!r} is set but gpus is 0: set gpus to 1-16")
+        return self
+
+
+class Partition(SpecModel):
+    """A Slurm partition over some pools (all pools when `pools` is omitted)."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")]
+    pools: list[str] | None = None
+    default: bool = False
+    max_time: Annotated[str, Field(pattern=r"^(UNLIMITED|INFINITE|\d+(-\d+)?(:\d+){0,2})$")] = (
+        "UNLIMITED"
+    )
+    options: list[SlurmKeyValue] = Field(default_factory=list)
+
+
+class PopulateJail(SpecModel):
+    """How the jail image's root filesystem gets into the jail volume."""
+
+    image: ImageRef | None = None
+    add_newer_files: bool = False
+
+
+class Jail(SpecModel):
+    """The shared root filesystem every login session and job sees as `/`."""
+
+    existing_claim: DnsLabel | None = None
+    storage_class: str | None = None
+    size: Quantity = "100Gi"
+    populate: PopulateJail = Field(default_factory=PopulateJail)
+    submounts: list[Submount] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _claim_source(self) -> "Jail":
+        if self.existing_claim is None and self.storage_class is None:
+            raise ValueError(
+                "the jail needs a ReadWriteMany volume: set storageClass (an RWX class such as "
+                "an NFS or CephFS one) or existingClaim (an RWX claim that exists)"
+            )
+        for submount in self.submounts:
+            if isinstance(submount, PvcSubmount) and submount.existing_claim is None:
+                raise ValueError(
+                    f"jail submount {submount.name!r} is shared by login and workers, so it "
+                    "needs existingClaim, not a per-node size"
+                )
+        return self
+
+
+class SecretKeyRef(SpecModel):
+    """A key of an existing Kubernetes Secret in the cluster's namespace."""
+
+    name: DnsLabel
+    key: str
+
+
+class ExternalDatabase(SpecModel):
+    """A MySQL/MariaDB server that slurm-stack does not manage."""
+
+    host: str | None = None
+    port: int = Field(default=3306, ge=1, le=65535)
+    user: str = "slurm"
+    database: str = "slurm_acct_db"
+    password_secret: SecretKeyRef | None = None
+
+
+class EmbeddedDatabase(SpecModel):
+    """A MariaDB StatefulSet created by slurm-stack (also the mariadb-operator CR's storage)."""
+
+    volume: Volume = Field(default_factory=lambda: Volume(size="20Gi"))
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "4Gi"}
+        )
+    )
+
+
+class Purge(SpecModel):
+    """slurmdbd purge ages (Slurm time spans such as '12month'); unset keeps records forever."""
+
+    jobs_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
+    steps_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
+    events_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
+    archive: bool = False
+
+
+class Accounting(SpecModel):
+    """slurmdbd and its database."""
+
+    enabled: bool = True
+    mode: Literal["embedded", "mariadb-operator", "external"] = "embedded"
+    embedded: EmbeddedDatabase = Field(default_factory=EmbeddedDatabase)
+    external: ExternalDatabase = Field(default_factory=ExternalDatabase)
+    purge: Purge = Field(default_factory=Purge)
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}
+        )
+    )
+    placement: Placement = Field(default_factory=Placement)
+
+    @model_validator(mode="after")
+    def _external_needs_host(self) -> "Accounting":
+        if self.enabled and self.mode == "external" and not self.external.host:
+            raise ValueError("mode 'external' needs external.host (the database server's name)")
+        return self
+
+
+class QuickChecks(SpecModel):
+    """Slurm's HealthCheckProgram on every worker."""
+
+    enabled: bool = True
+    interval_seconds: int = Field(default=300, ge=10, le=86400)
+    node_states: list[
+        Literal["ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE", "START_ONLY"]
+    ] = Field(default_factory=lambda: ["ANY"], min_length=1)
+    min_free_disk_percent: int = Field(default=5, ge=0, le=100)
+
+
+class NcclBenchmark(SpecModel):
+    """The periodic all_reduce_perf run that drains slow GPU nodes."""
+
+    enabled: bool | None = None
+    schedule: CronSchedule = "0 3 * * *"
+    thresholds_gbps: dict[GresType, float] = Field(
+        default_factory=lambda: {"a100": 180.0, "h100": 350.0, "h200": 350.0, "b200": 600.0}
+    )
+    min_bytes: Quantity = "512M"
+    max_bytes: Quantity = "8G"
+
+
+class HealthChecks(SpecModel):
+    """Quick checks and the NCCL benchmark."""
+
+    quick: QuickChecks = Field(default_factory=QuickChecks)
+    nccl: NcclBenchmark = Field(default_factory=NcclBenchmark)
+
+
+class Cgroups(SpecModel):
+    """Cgroup enforcement; when on, slurmd containers must run privileged (documented)."""
+
+    enforce: bool = False
+
+
+class ClusterSpec(SpecModel):
+    """A whole Slurm-on-Kubernetes cluster: the `slurm-stack:cluster` stack config value."""
+
+    name: Annotated[DnsLabel, Field(max_length=30)]
+    namespace: DnsLabel = "slurm"
+    slurm_version: SlurmVersion = DEFAULT_VERSION
+    auth: Literal["munge", "slurm"] = "munge"
+    images: Images = Field(default_factory=Images)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    controller: Controller = Field(default_factory=Controller)
+    login: Login = Field(default_factory=Login)
+    worker_pools: list[WorkerPool] = Field(min_length=1)
+    partitions: list[Partition] = Field(default_factory=list)
+    jail: Jail
+    accounting: Accounting = Field(default_factory=Accounting)
+    health_checks: HealthChecks = Field(default_factory=HealthChecks)
+    cgroups: Cgroups = Field(default_factory=Cgroups)
+
+    @property
+    def gpu_pools(self) -> list[WorkerPool]:
+        """Pools whose nodes have GPUs."""
+        return [pool for pool in self.worker_pools if pool.gpus > 0]
+
+    @property
+    def nccl_enabled(self) -> bool:
+        """The NCCL benchmark runs when asked, and by default only when a pool has GPUs."""
+        enabled = self.health_checks.nccl.enabled
+        return bool(self.gpu_pools) if enabled is None else enabled
+
+    @property
+    def effective_partitions(self) -> list[Partition]:
+        """Partitions as configured, or one default partition over all pools."""
+        if not self.partitions:
+            return [Partition(name="main", default=True)]
+        if any(partition.default for partition in self.partitions):
+            return list(self.partitions)
+        first, *rest = self.partitions
+        return [first.model_copy(update={"default": True}), *rest]
+
+    def image(self, component: str) -> str:
+        """The image reference for a project image (`controller`, `worker`, …)."""
+        override = getattr(self.images, component, None)
+        if override:
+            return override
+        tag = self.images.tag or f"{self.slurm_version}-{IMAGE_REVISION}"
+        return f"{self.images.registry}/{component}:{tag}"

@@ -1,0 +1,305 @@
+"""Rules that relate several parts of the stack config.
+
+They read the raw (camelCase) config defensively, so they report alongside the per-field
+errors from pydantic instead of waiting until every field is valid.
+"""
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from slurm_stack.naming import MAX_STATEFULSET_NAME, RESERVED_POOL_NAMES, pool_name
+from slurm_stack.spec.errors import SpecIssue, join_path
+from slurm_stack.spec.fields import key_of
+from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool
+from slurm_stack.spec.versions import at_least, key_problem
+
+# slurm.conf keys slurm-stack sets itself; an extra line may not override them.
+OWNED_SLURM_CONF_KEYS = {
+    key.lower(): where
+    for key, where in {
+        "ClusterName": "cluster.name",
+        "SlurmctldHost": "the controller Service",
+        "AuthType": "cluster.auth",
+        "CredType": "cluster.auth",
+        "SlurmctldParameters": "slurm-stack (configless + dynamic nodes)",
+        "MaxNodeCount": "controller.maxNodeCount",
+        "NodeName": "workerPools (dynamic nodes)",
+        "NodeSet": "workerPools",
+        "PartitionName": "partitions",
+        "StateSaveLocation": "controller.stateVolume",
+        "AccountingStorageType": "accounting",
+        "AccountingStorageHost": "accounting",
+        "SchedulerType": "controller.scheduler.type",
+        "SelectType": "slurm-stack (select/cons_tres)",
+        "SelectTypeParameters": "controller.scheduler.selectTypeParameters",
+        "ProctrackType": "cgroups.enforce",
+        "TaskPlugin": "cgroups.enforce",
+        "HealthCheckProgram": "healthChecks.quick",
+        "HealthCheckInterval": "healthChecks.quick.intervalSeconds",
+        "HealthCheckNodeState": "healthChecks.quick.nodeStates",
+        "MetricsType": "controller.metrics.enabled",
+    }.items()
+}
+
+# --conf keys a dynamic node gets from its pool's fields.
+OWNED_NODE_CONF_KEYS = {"feature": "features", "gres": "gpus / gpuType", "weight": "weight"}
+
+# sshd_config keywords that carry the login chroot and key handling.
+OWNED_SSHD_KEYWORDS = {
+    k.lower()
+    for k in (
+        "ChrootDirectory",
+        "HostKey",
+        "PasswordAuthentication",
+        "AuthorizedKeysFile",
+        "Port",
+        "UsePAM",
+        "KbdInteractiveAuthentication",
+        "PidFile",
+    )
+}
+
+DB_PASSWORD_CONFIG_KEY = "slurm-stack:accountingDbPassword"
+
+Raw = dict[str, Any]
+Rule = Callable[[Raw, "RuleContext"], Iterator[SpecIssue]]
+
+
+class RuleContext:
+    """Facts from outside `slurm-stack:cluster` that rules need."""
+
+    def __init__(self, db_password_provided: bool = False):
+        self.db_password_provided = db_password_provided
+
+
+def _get(mapping: Any, key: str, default: Any = None) -> Any:
+    if not isinstance(mapping, dict):
+        return default
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+    return mapping.get(key, mapping.get(snake, default))
+
+
+def _items(mapping: Any, key: str) -> list[tuple[int, Raw]]:
+    value = _get(mapping, key, [])
+    if not isinstance(value, list):
+        return []
+    return [(i, item) for i, item in enumerate(value) if isinstance(item, dict)]
+
+
+def _version(raw: Raw) -> str:
+    version = _get(raw, "slurmVersion", ClusterSpec.model_fields["slurm_version"].default)
+    return version if version in ("24.11", "26.05") else "26.05"
+
+
+def unique_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Pools and partitions are each named once."""
+    for section in ("workerPools", "partitions"):
+        named = [(i, _get(item, "name")) for i, item in _items(raw, section)]
+        counts = Counter(name for _, name in named if isinstance(name, str))
+        for i, name in named:
+            if counts.get(name, 0) > 1:
+                yield SpecIssue(join_path(section, i, "name"), f"{name!r} is used more than once")
+
+
+def pool_names_fit(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Pool names do not collide with other workloads and leave room in object names."""
+    cluster = _get(raw, "name")
+    for i, pool in _items(raw, "workerPools"):
+        name = _get(pool, "name")
+        if not isinstance(name, str):
+            continue
+        if name in RESERVED_POOL_NAMES:
+            yield SpecIssue(
+                join_path("workerPools", i, "name"),
+                f"{name!r} is reserved for another workload; reserved names: "
+                + ", ".join(sorted(RESERVED_POOL_NAMES)),
+            )
+        if isinstance(cluster, str) and len(pool_name(cluster, name)) > MAX_STATEFULSET_NAME:
+            room = MAX_STATEFULSET_NAME - len(cluster) - 1
+            yield SpecIssue(
+                join_path("workerPools", i, "name"),
+                f"{name!r} is too long for cluster {cluster!r}: at most {room} characters "
+                f"('{cluster}-<pool>' must fit {MAX_STATEFULSET_NAME})",
+            )
+
+
+def partitions_know_their_pools(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Every pool a partition names exists; at most one partition is the default."""
+    pools = sorted(
+        {n for _, p in _items(raw, "workerPools") if isinstance(n := _get(p, "name"), str)}
+    )
+    defaults = []
+    for i, partition in _items(raw, "partitions"):
+        if _get(partition, "default") is True:
+            defaults.append(i)
+        listed = _get(partition, "pools")
+        if not isinstance(listed, list):
+            continue
+        for j, name in enumerate(listed):
+            if name not in pools:
+                yield SpecIssue(
+                    join_path("partitions", i, "pools", j),
+                    f"unknown pool {name!r}; defined pools: {', '.join(pools) or '(none)'}",
+                )
+    for i in defaults[1:]:
+        yield SpecIssue(
+            join_path("partitions", i, "default"),
+            f"only one partition may be the default; partitions[{defaults[0]}] already is",
+        )
+
+
+def node_count_fits(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """All replicas together fit MaxNodeCount (dynamic node slots)."""
+    limit = _get(_get(raw, "controller", {}), "maxNodeCount")
+    if limit is None:
+        limit = Controller.model_fields["max_node_count"].default
+    default_replicas = WorkerPool.model_fields["replicas"].default
+    total = 0
+    for _, pool in _items(raw, "workerPools"):
+        replicas = _get(pool, "replicas", default_replicas)
+        if isinstance(replicas, int) and not isinstance(replicas, bool):
+            total += replicas
+    if isinstance(limit, int) and total > limit:
+        yield SpecIssue(
+            "controller.maxNodeCount",
+            f"{limit} is less than the {total} worker replicas of all pools; raise it to at "
+            f"least {total}",
+        )
+
+
+def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Options that only some Slurm majors know are used only on those."""
+    version = _version(raw)
+    controller = _get(raw, "controller", {})
+    if _get(_get(controller, "metrics", {}), "enabled") is True and not at_least(version, "25.11"):
+        yield SpecIssue(
+            "controller.metrics.enabled",
+            f"the metrics endpoint needs Slurm 25.11 or newer; slurmVersion is {version} "
+            "(use 26.05 or set enabled: false)",
+        )
+    extras = _get(controller, "slurmConfExtra", [])
+    for i, line in enumerate(extras if isinstance(extras, list) else []):
+        if not isinstance(line, str):
+            continue
+        key = key_of(line)
+        if problem := key_problem(key, version):
+            yield SpecIssue(join_path("controller", "slurmConfExtra", i), problem)
+        elif key.lower() in OWNED_SLURM_CONF_KEYS:
+            yield SpecIssue(
+                join_path("controller", "slurmConfExtra", i),
+                f"{key} is set by slurm-stack; configure it through "
+                f"{OWNED_SLURM_CONF_KEYS[key.lower()]}",
+            )
+
+
+def owned_lines_not_overridden(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Extra node conf and sshd lines do not override what slurm-stack sets."""
+    for i, pool in _items(raw, "workerPools"):
+        extras = _get(pool, "nodeConfExtra", [])
+        for j, line in enumerate(extras if isinstance(extras, list) else []):
+            key = key_of(line).lower() if isinstance(line, str) else ""
+            if key in OWNED_NODE_CONF_KEYS:
+                yield SpecIssue(
+                    join_path("workerPools", i, "nodeConfExtra", j),
+                    f"{key_of(line)} comes from the pool's {OWNED_NODE_CONF_KEYS[key]}",
+                )
+    extras = _get(_get(raw, "login", {}), "sshdExtra", [])
+    for j, line in enumerate(extras if isinstance(extras, list) else []):
+        if isinstance(line, str) and key_of(line).lower() in OWNED_SSHD_KEYWORDS:
+            yield SpecIssue(
+                join_path("login", "sshdExtra", j),
+                f"{key_of(line)} is set by slurm-stack (login chroot, host keys, key-only login)",
+            )
+
+
+def submounts_do_not_collide(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Within each pool (plus the jail's shared submounts) names and paths are unique."""
+    shared = [
+        (join_path("jail", "submounts", i), s)
+        for i, s in _items(_get(raw, "jail", {}), "submounts")
+    ]
+    groups = [shared] + [
+        shared
+        + [(join_path("workerPools", p, "submounts", i), s) for i, s in _items(pool, "submounts")]
+        for p, pool in _items(raw, "workerPools")
+    ]
+    seen: set[str] = set()
+    for group in groups:
+        for field in ("name", "mountPath"):
+            counts = Counter(_get(s, field) for _, s in group)
+            for path, submount in group:
+                value = _get(submount, field)
+                where = join_path(path, field)
+                if isinstance(value, str) and counts[value] > 1 and where not in seen:
+                    seen.add(where)
+                    yield SpecIssue(where, f"{value!r} is used by more than one submount here")
+
+
+def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """The NCCL benchmark has GPU pools to test and a threshold for each GPU type."""
+    nccl = _get(_get(raw, "healthChecks", {}), "nccl", {})
+    gpu_pools = [
+        (i, pool)
+        for i, pool in _items(raw, "workerPools")
+        if isinstance(_get(pool, "gpus"), int) and _get(pool, "gpus") > 0
+    ]
+    enabled = _get(nccl, "enabled")
+    if enabled is True and not gpu_pools:
+        yield SpecIssue(
+            "healthChecks.nccl.enabled",
+            "the NCCL benchmark needs a pool with gpus > 0; no pool has GPUs",
+        )
+    if enabled is False or not gpu_pools:
+        return
+    thresholds = _get(nccl, "thresholdsGbps")
+    if not isinstance(thresholds, dict):
+        thresholds = {"a100": 0, "h100": 0, "h200": 0, "b200": 0}
+    for i, pool in gpu_pools:
+        gpu_type = _get(pool, "gpuType")
+        if gpu_type is None:
+            yield SpecIssue(
+                join_path("workerPools", i, "gpuType"),
+                "GPU pools need a gpuType (e.g. 'h100') so the NCCL benchmark can pick a "
+                "threshold; or set healthChecks.nccl.enabled: false",
+            )
+        elif gpu_type not in thresholds:
+            yield SpecIssue(
+                "healthChecks.nccl.thresholdsGbps",
+                f"no bus-bandwidth threshold for gpuType {gpu_type!r} "
+                f"(workerPools[{i}]); known: {', '.join(sorted(thresholds))}",
+            )
+
+
+def external_db_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
+    """An external accounting database comes with a password."""
+    accounting = _get(raw, "accounting", {})
+    if _get(accounting, "enabled", True) is False or _get(accounting, "mode") != "external":
+        return
+    if _get(_get(accounting, "external", {}), "passwordSecret") is None and not (
+        ctx.db_password_provided
+    ):
+        yield SpecIssue(
+            "accounting.external",
+            "an external database needs a password: `pulumi config set --secret "
+            f"{DB_PASSWORD_CONFIG_KEY.split(':')[1]} <password>` or external.passwordSecret "
+            "(an existing Secret's name and key)",
+        )
+
+
+RULES: tuple[Rule, ...] = (
+    unique_names,
+    pool_names_fit,
+    partitions_know_their_pools,
+    node_count_fits,
+    version_specific_options,
+    owned_lines_not_overridden,
+    submounts_do_not_collide,
+    gpu_health_checks,
+    external_db_password,
+)
+
+
+def cross_field_issues(raw: Raw, ctx: RuleContext) -> list[SpecIssue]:
+    """Every relational issue in the raw stack config."""
+    return [issue for rule in RULES for issue in rule(raw, ctx)]
