@@ -62,3 +62,18 @@ def config_map_name(cluster: str, config_hash: str) -> str:
 def reconfigure_job_name(cluster: str, config_hash: str) -> str:
     """The Job that pushes a config to every slurmd, named by the same hash."""
     return f"{cluster}-reconfigure-{config_hash}"
+
+
+def service_host(service: str, namespace: str) -> str:
+    """A Service's DNS name, resolvable from any pod through the cluster's search path."""
+    return f"{service}.{namespace}.svc"
+
+
+def controller_host(cluster: str, namespace: str) -> str:
+    """Where slurmd, sackd and clients reach slurmctld (a stable ClusterIP Service)."""
+    return service_host(controller_name(cluster), namespace)
+
+
+def accounting_host(cluster: str, namespace: str) -> str:
+    """Where slurmctld reaches slurmdbd."""
+    return service_host(accounting_name(cluster), namespace)

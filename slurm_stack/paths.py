@@ -1,0 +1,25 @@
+"""Paths and ports inside the project's containers, shared by renderers and pod builders."""
+
+SLURM_CONF_DIR = "/etc/slurm"
+STATE_SAVE_DIR = "/var/spool/slurmctld"
+SLURMD_SPOOL_DIR = "/var/spool/slurmd"
+SLURMDBD_SPOOL_DIR = "/var/spool/slurmdbd"
+SLURM_RUN_DIR = "/run/slurm"
+MUNGE_SOCKET_DIR = "/run/munge"
+MUNGE_KEY_DIR = "/etc/munge/key"
+SLURM_KEY_DIR = "/etc/slurm/key"
+JAIL_DIR = "/mnt/jail"
+SUBMOUNT_STAGING_DIR = "/mnt/submounts"
+SSH_HOST_KEY_DIR = "/etc/ssh/host-keys"
+SSH_AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized-keys"
+SSHD_CONFIG_DIR = "/etc/ssh/slurm-stack"
+DB_PASSWORD_DIR = "/run/secrets/slurmdbd"
+PROJECT_LIB_DIR = "/usr/lib/slurm-stack"
+CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
+HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
+
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SLURMDBD_PORT = 6819
+SSH_PORT = 22
+MYSQL_PORT = 3306

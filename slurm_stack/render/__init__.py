@@ -1,0 +1,63 @@
+"""Pure renderers: config files as text, from the spec alone (no Pulumi)."""
+
+import hashlib
+
+from slurm_stack.render.services import (
+    authorized_keys,
+    database_endpoint,
+    render_slurmdbd_conf,
+    render_sshd_config,
+)
+from slurm_stack.render.slurm import (
+    node_conf,
+    render_cgroup_conf,
+    render_gres_conf,
+    render_plugstack_conf,
+    render_slurm_conf,
+    submount_binds,
+    submount_staging_path,
+)
+from slurm_stack.spec.models import ClusterSpec
+
+HASH_LENGTH = 10
+
+
+def slurm_config_files(spec: ClusterSpec) -> dict[str, str]:
+    """The files slurmctld serves to every node (configless): name -> content."""
+    return {
+        "cgroup.conf": render_cgroup_conf(spec),
+        "gres.conf": render_gres_conf(spec),
+        "plugstack.conf": render_plugstack_conf(spec),
+        "slurm.conf": render_slurm_conf(spec),
+    }
+
+
+def login_config_files(spec: ClusterSpec) -> dict[str, str]:
+    """sshd_config for the login pods."""
+    return {"sshd_config": render_sshd_config(spec)}
+
+
+def accounting_config_files(spec: ClusterSpec) -> dict[str, str]:
+    """slurmdbd.conf (without the password)."""
+    return {"slurmdbd.conf": render_slurmdbd_conf(spec)}
+
+
+def content_hash(files: dict[str, str]) -> str:
+    """A short, stable hash of a set of files; it names ConfigMaps and the reconfigure Job."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return digest.hexdigest()[:HASH_LENGTH]
+
+
+__all__ = [
+    "accounting_config_files",
+    "authorized_keys",
+    "content_hash",
+    "database_endpoint",
+    "login_config_files",
+    "node_conf",
+    "slurm_config_files",
+    "submount_binds",
+    "submount_staging_path",
+]

@@ -1,0 +1,214 @@
+"""slurm.conf, cgroup.conf, gres.conf, plugstack.conf and a pool's dynamic-node --conf."""
+
+from dataclasses import dataclass
+
+from slurm_stack import naming, paths
+from slurm_stack.render.environment import render_template
+from slurm_stack.spec.fields import key_of
+from slurm_stack.spec.models import ClusterSpec, WorkerPool
+from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
+from slurm_stack.spec.versions import at_least
+
+# Share of a pool's memory limit offered to jobs; the rest is left to slurmd, sshd and the OS.
+JOB_MEMORY_SHARE = 0.95
+
+
+@dataclass(frozen=True)
+class Section:
+    """A commented group of slurm.conf settings."""
+
+    title: str
+    settings: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class SubmountBind:
+    """A node-local submount: staged at `source` in the pod, bound at `target` in the jail."""
+
+    source: str
+    target: str
+
+
+def render_slurm_conf(spec: ClusterSpec) -> str:
+    """slurm.conf for configless dynamic nodes: its size does not depend on node counts."""
+    extra = list(spec.controller.slurm_conf_extra)
+    overridden = {key_of(line).lower() for line in extra}
+
+    def keep(settings: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(key, value) for key, value in settings if key.lower() not in overridden]
+
+    sections = [Section(title, keep(settings)) for title, settings in _sections(spec)]
+    return render_template(
+        "slurm.conf.j2",
+        cluster=spec.name,
+        version=spec.slurm_version,
+        sections=[section for section in sections if section.settings],
+        pools=[pool.name for pool in spec.worker_pools],
+        partitions=[
+            {
+                "name": partition.name,
+                "nodesets": partition.pools or [pool.name for pool in spec.worker_pools],
+                "default": partition.default,
+                "max_time": partition.max_time,
+                "options": partition.options,
+            }
+            for partition in spec.effective_partitions
+        ],
+        extra=extra,
+    )
+
+
+def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
+    cluster, namespace = spec.name, spec.namespace
+    enforce = spec.cgroups.enforce
+    scheduler = spec.controller.scheduler
+    sections: list[tuple[str, list[tuple[str, str]]]] = [
+        (
+            "Daemons",
+            [
+                ("ClusterName", cluster),
+                (
+                    "SlurmctldHost",
+                    f"{naming.controller_name(cluster)}-0"
+                    f"({naming.controller_host(cluster, namespace)})",
+                ),
+                ("SlurmctldPort", str(paths.SLURMCTLD_PORT)),
+                ("SlurmdPort", str(paths.SLURMD_PORT)),
+                ("SlurmUser", "slurm"),
+                ("SlurmdUser", "root"),
+                ("AuthType", f"auth/{spec.auth}"),
+                ("CredType", f"cred/{spec.auth}"),
+                ("StateSaveLocation", paths.STATE_SAVE_DIR),
+                ("SlurmdSpoolDir", paths.SLURMD_SPOOL_DIR),
+                ("SlurmctldPidFile", f"{paths.SLURM_RUN_DIR}/slurmctld.pid"),
+                ("SlurmdPidFile", f"{paths.SLURM_RUN_DIR}/slurmd.pid"),
+            ],
+        ),
+        (
+            "Configless dynamic nodes (slurmd -Z --conf-server): no per-node lines here",
+            [
+                ("SlurmctldParameters", "enable_configless"),
+                ("MaxNodeCount", str(spec.controller.max_node_count)),
+                ("TreeWidth", "65533"),
+                ("ReturnToService", "2"),
+            ],
+        ),
+        (
+            "Scheduling",
+            [
+                ("SchedulerType", scheduler.type),
+                *(
+                    [("SchedulerParameters", ",".join(scheduler.parameters))]
+                    if scheduler.parameters
+                    else []
+                ),
+                ("SelectType", "select/cons_tres"),
+                ("SelectTypeParameters", scheduler.select_type_parameters),
+                *([("GresTypes", "gpu")] if spec.gpu_pools else []),
+                ("ProctrackType", "proctrack/cgroup" if enforce else "proctrack/linuxproc"),
+                ("TaskPlugin", "task/cgroup,task/affinity" if enforce else "task/affinity"),
+                (
+                    "JobAcctGatherType",
+                    "jobacct_gather/cgroup" if enforce else "jobacct_gather/linux",
+                ),
+                ("LaunchParameters", "use_interactive_step"),
+                ("MpiDefault", "none"),
+            ],
+        ),
+    ]
+    if spec.accounting.enabled:
+        sections.append(
+            (
+                "Accounting through slurmdbd",
+                [
+                    ("AccountingStorageType", "accounting_storage/slurmdbd"),
+                    ("AccountingStorageHost", naming.accounting_host(cluster, namespace)),
+                    ("AccountingStoragePort", str(paths.SLURMDBD_PORT)),
+                    *([("AccountingStorageTRES", "gres/gpu")] if spec.gpu_pools else []),
+                ],
+            )
+        )
+    quick = spec.health_checks.quick
+    if quick.enabled:
+        sections.append(
+            (
+                "Quick health checks; failures drain with a 'healthcheck:' reason",
+                [
+                    ("HealthCheckProgram", paths.HEALTHCHECK_PROGRAM),
+                    ("HealthCheckInterval", str(quick.interval_seconds)),
+                    ("HealthCheckNodeState", ",".join(quick.node_states)),
+                ],
+            )
+        )
+    if spec.controller.metrics.enabled and at_least(spec.slurm_version, "25.11"):
+        sections.append(("Metrics", [("MetricsType", "metrics/openmetrics")]))
+    return sections
+
+
+def render_cgroup_conf(spec: ClusterSpec) -> str:
+    """cgroup.conf: enforcement only when the stack asks for it (privileged slurmd)."""
+    return render_template("cgroup.conf.j2", cluster=spec.name, cgroups=spec.cgroups.enforce)
+
+
+def render_gres_conf(spec: ClusterSpec) -> str:
+    """gres.conf: one line per GPU pool covering every node name the pool can have."""
+    last = spec.controller.max_node_count - 1
+    pools = [
+        {
+            "name": pool.name,
+            "gpus": pool.gpus,
+            "gpu_type": pool.gpu_type,
+            "node_range": f"{naming.pool_name(spec.name, pool.name)}-[0-{last}]",
+            "devices": "/dev/nvidia0" if pool.gpus == 1 else f"/dev/nvidia[0-{pool.gpus - 1}]",
+        }
+        for pool in spec.gpu_pools
+    ]
+    return render_template("gres.conf.j2", cluster=spec.name, gpu_pools=pools)
+
+
+def submount_binds(spec: ClusterSpec) -> list[SubmountBind]:
+    """Every submount of the jail and of all pools, by jail path; each node binds those it has."""
+    targets = sorted(
+        {s.mount_path for s in spec.jail.submounts}
+        | {s.mount_path for pool in spec.worker_pools for s in pool.submounts}
+    )
+    return [SubmountBind(submount_staging_path(target), target) for target in targets]
+
+
+def submount_staging_path(mount_path: str) -> str:
+    """Where a pod mounts a submount before the jail plugin binds it at ``mount_path``."""
+    return f"{paths.SUBMOUNT_STAGING_DIR}{mount_path}"
+
+
+def render_plugstack_conf(spec: ClusterSpec) -> str:
+    """plugstack.conf loading the chroot SPANK plugin with the jail and its binds."""
+    return render_template(
+        "plugstack.conf.j2",
+        cluster=spec.name,
+        plugin=paths.CHROOT_PLUGIN,
+        jail=paths.JAIL_DIR,
+        spool=paths.SLURMD_SPOOL_DIR,
+        munge=paths.MUNGE_SOCKET_DIR,
+        submounts=submount_binds(spec),
+    )
+
+
+def node_conf(pool: WorkerPool) -> str:
+    """The `slurmd -Z --conf` string of a pool's nodes."""
+    features = ",".join([pool.name, *pool.features])
+    parts = [f"Feature={features}"]
+    if pool.gpus:
+        gres_type = f"{pool.gpu_type}:" if pool.gpu_type else ""
+        parts.append(f"Gres=gpu:{gres_type}{pool.gpus}")
+    parts.append(f"Weight={pool.weight}")
+    extra_keys = {key_of(line).lower() for line in pool.node_conf_extra}
+    memory = pool.resources.limits.get("memory") or pool.resources.requests.get("memory")
+    if memory and "realmemory" not in extra_keys:
+        parts.append(f"RealMemory={int(to_mebibytes(memory) * JOB_MEMORY_SHARE)}")
+    cpu = pool.resources.limits.get("cpu")
+    if cpu and "cpus" not in extra_keys:
+        cpus = parse_quantity(cpu)
+        if cpus == int(cpus) and cpus > 0:
+            parts.append(f"CPUs={int(cpus)}")
+    parts.extend(pool.node_conf_extra)
+    return " ".join(parts)
