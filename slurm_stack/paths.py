@@ -23,3 +23,12 @@ SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SSH_PORT = 22
 MYSQL_PORT = 3306
+
+# Fixed ids baked into the project's images, so files on shared volumes agree everywhere.
+SLURM_UID = 64030
+MUNGE_UID = 64031
+MARIADB_UID = 999
+
+ENTRYPOINT = f"{PROJECT_LIB_DIR}/entrypoint"
+POPULATE_JAIL = f"{PROJECT_LIB_DIR}/populate-jail"
+JAIL_MARKER = ".slurm-stack-populated"

@@ -166,11 +166,14 @@ class Login(SpecModel):
     placement: Placement = Field(default_factory=Placement)
 
 
+SubmountName = Annotated[DnsLabel, Field(max_length=50)]
+
+
 class EmptyDirSubmount(SpecModel):
     """Node-local scratch on the pod's node disk."""
 
     type: Literal["emptyDir"]
-    name: DnsLabel
+    name: SubmountName
     mount_path: AbsolutePath
     size_limit: Quantity | None = None
 
@@ -179,7 +182,7 @@ class MemorySubmount(SpecModel):
     """An in-memory (tmpfs) submount; its size counts against the pod's memory."""
 
     type: Literal["memory"]
-    name: DnsLabel
+    name: SubmountName
     mount_path: AbsolutePath
     size_limit: Quantity
 
@@ -188,7 +191,7 @@ class HostPathSubmount(SpecModel):
     """A directory of the Kubernetes node (local NVMe, caches)."""
 
     type: Literal["hostPath"]
-    name: DnsLabel
+    name: SubmountName
     mount_path: AbsolutePath
     host_path: AbsolutePath
     read_only: bool = False
@@ -198,7 +201,7 @@ class PvcSubmount(SpecModel):
     """A persistent volume: an existing claim (shared) or one new claim per node (template)."""
 
     type: Literal["pvc"]
-    name: DnsLabel
+    name: SubmountName
     mount_path: AbsolutePath
     existing_claim: DnsLabel | None = None
     size: Quantity | None = None
@@ -235,6 +238,8 @@ class WorkerPool(SpecModel):
     weight: int = Field(default=1, ge=0, le=65533)
     node_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
     submounts: list[Submount] = Field(default_factory=list)
+    shm_size: Quantity = "16Gi"
+    drain_timeout_seconds: int = Field(default=300, ge=0, le=7 * 86400)
     placement: Placement = Field(default_factory=Placement)
 
     @model_validator(mode="after")

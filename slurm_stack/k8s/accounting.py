@@ -1,0 +1,215 @@
+"""slurmdbd and its database: embedded MariaDB, a mariadb-operator resource, or external."""
+
+from slurm_stack import naming, paths
+from slurm_stack.k8s.common import (
+    Manifest,
+    auth_mounts,
+    auth_sidecars,
+    auth_volumes,
+    container,
+    env,
+    image_pull,
+    metadata,
+    non_root,
+    placement,
+    pvc,
+    resources,
+    selector_labels,
+    tcp_probe,
+)
+from slurm_stack.render import database_endpoint
+from slurm_stack.spec.models import ClusterSpec
+
+COMPONENT = "accounting"
+DB_COMPONENT = "database"
+PASSWORD_KEY = "password"
+
+
+def db_password_secret(spec: ClusterSpec) -> tuple[str, str]:
+    """(Secret name, key) of the database password slurmdbd uses."""
+    ref = spec.accounting.external.password_secret
+    if spec.accounting.mode == "external" and ref is not None:
+        return ref.name, ref.key
+    return f"{spec.name}-db-password", PASSWORD_KEY
+
+
+def db_claim_name(spec: ClusterSpec) -> str:
+    """The embedded database's data volume."""
+    return f"{naming.database_name(spec.name)}-data"
+
+
+def db_pvc(spec: ClusterSpec) -> Manifest:
+    """The embedded MariaDB's data volume."""
+    volume = spec.accounting.embedded.volume
+    return pvc(
+        spec,
+        db_claim_name(spec),
+        DB_COMPONENT,
+        size=volume.size,
+        storage_class=volume.storage_class,
+    )
+
+
+def db_service(spec: ClusterSpec) -> Manifest:
+    """The embedded MariaDB's Service."""
+    return {
+        "metadata": metadata(spec, naming.database_name(spec.name), DB_COMPONENT),
+        "spec": {
+            "selector": selector_labels(spec, DB_COMPONENT),
+            "ports": [{"name": "mysql", "port": paths.MYSQL_PORT, "targetPort": "mysql"}],
+        },
+    }
+
+
+def db_statefulset(spec: ClusterSpec) -> Manifest:
+    """Upstream MariaDB with the slurm user and database created on first start."""
+    name = naming.database_name(spec.name)
+    secret, key = db_password_secret(spec)
+    endpoint = database_endpoint(spec)
+    health = ["healthcheck.sh", "--connect", "--innodb_initialized"]
+    mariadb = {
+        "name": "mariadb",
+        "image": spec.images.mariadb,
+        "imagePullPolicy": spec.images.pull_policy,
+        "args": ["--innodb-buffer-pool-size=512M", "--innodb-lock-wait-timeout=900"],
+        "ports": [{"name": "mysql", "containerPort": paths.MYSQL_PORT}],
+        "env": [
+            *env(
+                MARIADB_DATABASE=str(endpoint["database"]),
+                MARIADB_RANDOM_ROOT_PASSWORD="yes",
+                MARIADB_USER=str(endpoint["user"]),
+            ),
+            {
+                "name": "MARIADB_PASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": secret, "key": key}},
+            },
+        ],
+        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
+        "resources": resources(spec.accounting.embedded.resources),
+        "securityContext": non_root(paths.MARIADB_UID),
+        "startupProbe": {"exec": {"command": health}, "periodSeconds": 5, "failureThreshold": 120},
+        "readinessProbe": {"exec": {"command": health}, "periodSeconds": 10},
+        "livenessProbe": {"exec": {"command": health}, "periodSeconds": 30, "failureThreshold": 4},
+    }
+    return {
+        "metadata": metadata(spec, name, DB_COMPONENT),
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": selector_labels(spec, DB_COMPONENT)},
+            "template": {
+                "metadata": {"labels": metadata(spec, name, DB_COMPONENT)["labels"]},
+                "spec": {
+                    **placement(spec.accounting.placement),
+                    "securityContext": {
+                        "fsGroup": paths.MARIADB_UID,
+                        "fsGroupChangePolicy": "OnRootMismatch",
+                    },
+                    "containers": [mariadb],
+                    "volumes": [
+                        {
+                            "name": "data",
+                            "persistentVolumeClaim": {"claimName": db_claim_name(spec)},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def mariadb_operator_resource(spec: ClusterSpec) -> Manifest:
+    """A `k8s.mariadb.com/v1alpha1` MariaDB for an installed mariadb-operator."""
+    secret, key = db_password_secret(spec)
+    endpoint = database_endpoint(spec)
+    volume = spec.accounting.embedded.volume
+    storage: Manifest = {"size": volume.size}
+    if volume.storage_class:
+        storage["storageClassName"] = volume.storage_class
+    return {
+        "apiVersion": "k8s.mariadb.com/v1alpha1",
+        "kind": "MariaDB",
+        "metadata": metadata(spec, naming.database_name(spec.name), DB_COMPONENT),
+        "spec": {
+            "rootPasswordSecretKeyRef": {"name": secret, "key": key, "generate": False},
+            "database": endpoint["database"],
+            "username": endpoint["user"],
+            "passwordSecretKeyRef": {"name": secret, "key": key, "generate": False},
+            "storage": storage,
+            "port": paths.MYSQL_PORT,
+            "resources": resources(spec.accounting.embedded.resources),
+        },
+    }
+
+
+def slurmdbd_service(spec: ClusterSpec) -> Manifest:
+    """The Service slurmctld reaches slurmdbd through."""
+    return {
+        "metadata": metadata(spec, naming.accounting_name(spec.name), COMPONENT),
+        "spec": {
+            "selector": selector_labels(spec, COMPONENT),
+            "ports": [{"name": "slurmdbd", "port": paths.SLURMDBD_PORT, "targetPort": "slurmdbd"}],
+        },
+    }
+
+
+def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
+    """slurmdbd as the SlurmUser; the password arrives only as a Secret file."""
+    name = naming.accounting_name(spec.name)
+    secret, key = db_password_secret(spec)
+    slurmdbd = container(
+        spec,
+        "slurmdbd",
+        spec.image("accounting"),
+        "slurmdbd",
+        ports=[{"name": "slurmdbd", "containerPort": paths.SLURMDBD_PORT}],
+        env=env(
+            DB_PASSWORD_FILE=f"{paths.DB_PASSWORD_DIR}/{key}",
+            SLURMDBD_CONF_TEMPLATE=f"{paths.SLURM_CONF_DIR}/slurmdbd.conf",
+        ),
+        volumeMounts=[
+            {"name": "slurmdbd-config", "mountPath": paths.SLURM_CONF_DIR, "readOnly": True},
+            {"name": "db-password", "mountPath": paths.DB_PASSWORD_DIR, "readOnly": True},
+            {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
+            {"name": "spool", "mountPath": paths.SLURMDBD_SPOOL_DIR},
+            *auth_mounts(spec),
+        ],
+        resources=resources(spec.accounting.resources),
+        securityContext=non_root(paths.SLURM_UID),
+        startupProbe=tcp_probe(paths.SLURMDBD_PORT, period=2, failures=300),
+        readinessProbe=tcp_probe(paths.SLURMDBD_PORT),
+        livenessProbe=tcp_probe(paths.SLURMDBD_PORT, period=30, failures=4),
+    )
+    return {
+        "metadata": metadata(spec, name, COMPONENT),
+        "spec": {
+            "replicas": 1,
+            # Two slurmdbd against one database would race on schema upgrades.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
+            "template": {
+                "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
+                "spec": {
+                    **image_pull(spec),
+                    **placement(spec.accounting.placement),
+                    "securityContext": {"fsGroup": paths.SLURM_UID},
+                    "initContainers": auth_sidecars(spec),
+                    "containers": [slurmdbd],
+                    "volumes": [
+                        {"name": "slurmdbd-config", "configMap": {"name": config_map}},
+                        {
+                            "name": "db-password",
+                            "secret": {
+                                "secretName": secret,
+                                "items": [{"key": key, "path": key}],
+                                "defaultMode": 0o440,
+                            },
+                        },
+                        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                        {"name": "spool", "emptyDir": {}},
+                        *auth_volumes(spec),
+                    ],
+                },
+            },
+        },
+    }

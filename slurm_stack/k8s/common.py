@@ -1,0 +1,208 @@
+"""Pieces every pod builder uses: labels, metadata, placement, resources, munge sidecar."""
+
+from typing import Any
+
+from slurm_stack import paths
+from slurm_stack.spec.models import ClusterSpec, Placement, Resources
+
+Manifest = dict[str, Any]
+
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+CONFIG_FILES_LABEL = "slurm-stack.io/config-files"
+POOL_LABEL = "slurm-stack.io/pool"
+
+
+def selector_labels(spec: ClusterSpec, component: str, **extra: str) -> dict[str, str]:
+    """The labels that select a component's pods (never change them: selectors are immutable)."""
+    return {
+        "app.kubernetes.io/name": "slurm",
+        "app.kubernetes.io/instance": spec.name,
+        "app.kubernetes.io/component": component,
+        **extra,
+    }
+
+
+def labels(spec: ClusterSpec, component: str, **extra: str) -> dict[str, str]:
+    """User labels plus ours; ours win so selectors always match."""
+    return dict(
+        sorted(
+            {
+                **spec.labels,
+                **selector_labels(spec, component, **extra),
+                "app.kubernetes.io/part-of": "slurm-stack",
+                "app.kubernetes.io/managed-by": "pulumi",
+                "app.kubernetes.io/version": spec.slurm_version,
+            }.items()
+        )
+    )
+
+
+def metadata(
+    spec: ClusterSpec,
+    name: str,
+    component: str,
+    *,
+    annotations: dict[str, str] | None = None,
+    extra_labels: dict[str, str] | None = None,
+) -> Manifest:
+    """ObjectMeta in the cluster's namespace."""
+    merged = {**spec.annotations, **(annotations or {})}
+    meta: Manifest = {
+        "name": name,
+        "namespace": spec.namespace,
+        "labels": labels(spec, component, **(extra_labels or {})),
+    }
+    if merged:
+        meta["annotations"] = dict(sorted(merged.items()))
+    return meta
+
+
+def resources(value: Resources) -> Manifest:
+    """ResourceRequirements from the spec's requests and limits."""
+    out: Manifest = {}
+    if value.requests:
+        out["requests"] = dict(sorted(value.requests.items()))
+    if value.limits:
+        out["limits"] = dict(sorted(value.limits.items()))
+    return out
+
+
+def placement(value: Placement) -> Manifest:
+    """nodeSelector and tolerations for a PodSpec."""
+    out: Manifest = {}
+    if value.node_selector:
+        out["nodeSelector"] = dict(sorted(value.node_selector.items()))
+    if value.tolerations:
+        out["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in value.tolerations
+        ]
+    return out
+
+
+def image_pull(spec: ClusterSpec) -> Manifest:
+    """imagePullSecrets for a PodSpec."""
+    if not spec.images.pull_secrets:
+        return {}
+    return {"imagePullSecrets": [{"name": name} for name in spec.images.pull_secrets]}
+
+
+def container(spec: ClusterSpec, name: str, image: str, role: str, **fields: Any) -> Manifest:
+    """A container that runs the project entrypoint in ``role``."""
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": spec.images.pull_policy,
+        "command": [paths.ENTRYPOINT, role],
+        **fields,
+    }
+
+
+def non_root(uid: int) -> Manifest:
+    """A container security context for a daemon that runs as ``uid`` with no capabilities."""
+    return {
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def root_with(capabilities: list[str]) -> Manifest:
+    """A root container limited to ``capabilities``; mount work needs AppArmor unconfined."""
+    context: Manifest = {
+        "runAsUser": 0,
+        "capabilities": {"drop": ["ALL"], "add": sorted(capabilities)},
+    }
+    if "SYS_ADMIN" in capabilities:
+        # The default AppArmor profile denies mount(2) even with CAP_SYS_ADMIN.
+        context["appArmorProfile"] = {"type": "Unconfined"}
+    return context
+
+
+def munge_key_secret_name(spec: ClusterSpec) -> str:
+    """The Secret holding the munge key (auth/munge) or slurm.key (auth/slurm)."""
+    return f"{spec.name}-{'munge' if spec.auth == 'munge' else 'slurm'}-key"
+
+
+def auth_volumes(spec: ClusterSpec) -> list[Manifest]:
+    """The shared munge socket directory and the auth key Secret."""
+    return [
+        {"name": "munge-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        {
+            "name": "auth-key",
+            "secret": {"secretName": munge_key_secret_name(spec), "defaultMode": 0o440},
+        },
+    ]
+
+
+def auth_sidecars(spec: ClusterSpec) -> list[Manifest]:
+    """A native sidecar running munged for the pod (none with auth/slurm)."""
+    if spec.auth != "munge":
+        return []
+    return [
+        container(
+            spec,
+            "munge",
+            spec.image("munge"),
+            "munged",
+            restartPolicy="Always",
+            volumeMounts=[
+                {"name": "munge-socket", "mountPath": paths.MUNGE_SOCKET_DIR},
+                {"name": "auth-key", "mountPath": paths.MUNGE_KEY_DIR, "readOnly": True},
+            ],
+            resources={"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+            securityContext=non_root(paths.MUNGE_UID),
+            startupProbe={
+                "exec": {"command": [paths.ENTRYPOINT, "probe-munge"]},
+                "periodSeconds": 1,
+                "failureThreshold": 30,
+            },
+        )
+    ]
+
+
+def auth_mounts(spec: ClusterSpec) -> list[Manifest]:
+    """What a Slurm daemon or client container mounts to authenticate."""
+    if spec.auth == "munge":
+        return [{"name": "munge-socket", "mountPath": paths.MUNGE_SOCKET_DIR}]
+    return [{"name": "auth-key", "mountPath": paths.SLURM_KEY_DIR, "readOnly": True}]
+
+
+def env(**values: str) -> list[Manifest]:
+    """Container env entries in a stable order."""
+    return [{"name": name, "value": value} for name, value in sorted(values.items())]
+
+
+def tcp_probe(port: int, *, period: int = 10, failures: int = 3) -> Manifest:
+    """A TCP probe."""
+    return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": failures}
+
+
+def pvc(
+    spec: ClusterSpec,
+    name: str,
+    component: str,
+    *,
+    size: str,
+    storage_class: str | None,
+    access_mode: str = "ReadWriteOnce",
+) -> Manifest:
+    """A PersistentVolumeClaim (slurm-stack protects these: they hold user data)."""
+    claim_spec: Manifest = {
+        "accessModes": [access_mode],
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class:
+        claim_spec["storageClassName"] = storage_class
+    return {"metadata": metadata(spec, name, component), "spec": claim_spec}
+
+
+def config_map(spec: ClusterSpec, name: str, component: str, files: dict[str, str]) -> Manifest:
+    """An immutable ConfigMap of config files (its name carries their hash)."""
+    return {
+        "metadata": metadata(spec, name, component, extra_labels={CONFIG_FILES_LABEL: "true"}),
+        "immutable": True,
+        "data": dict(sorted(files.items())),
+    }

@@ -1,0 +1,115 @@
+"""slurmctld: StatefulSet, Service and state volume."""
+
+from slurm_stack import naming, paths
+from slurm_stack.k8s.common import (
+    Manifest,
+    auth_mounts,
+    auth_sidecars,
+    auth_volumes,
+    container,
+    env,
+    image_pull,
+    metadata,
+    non_root,
+    placement,
+    pvc,
+    resources,
+    selector_labels,
+    tcp_probe,
+)
+from slurm_stack.spec.models import ClusterSpec
+
+COMPONENT = "controller"
+
+
+def state_claim_name(spec: ClusterSpec) -> str:
+    """The PVC holding StateSaveLocation (jobs survive controller restarts through it)."""
+    return f"{naming.controller_name(spec.name)}-state"
+
+
+def state_pvc(spec: ClusterSpec) -> Manifest:
+    """The controller's state volume."""
+    volume = spec.controller.state_volume
+    return pvc(
+        spec,
+        state_claim_name(spec),
+        COMPONENT,
+        size=volume.size,
+        storage_class=volume.storage_class,
+    )
+
+
+def controller_service(spec: ClusterSpec) -> Manifest:
+    """A ClusterIP Service: the stable address in SlurmctldHost and --conf-server."""
+    return {
+        "metadata": metadata(spec, naming.controller_name(spec.name), COMPONENT),
+        "spec": {
+            "selector": selector_labels(spec, COMPONENT),
+            "ports": [
+                {"name": "slurmctld", "port": paths.SLURMCTLD_PORT, "targetPort": "slurmctld"}
+            ],
+        },
+    }
+
+
+def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
+    """slurmctld as the SlurmUser with no capabilities; rolls when ``config_map`` changes."""
+    name = naming.controller_name(spec.name)
+    slurmctld = container(
+        spec,
+        "slurmctld",
+        spec.image("controller"),
+        "slurmctld",
+        ports=[{"name": "slurmctld", "containerPort": paths.SLURMCTLD_PORT}],
+        env=env(SLURM_CONF=f"{paths.SLURM_CONF_DIR}/slurm.conf"),
+        volumeMounts=[
+            {"name": "slurm-config", "mountPath": paths.SLURM_CONF_DIR, "readOnly": True},
+            {"name": "state", "mountPath": paths.STATE_SAVE_DIR},
+            {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
+            *auth_mounts(spec),
+        ],
+        resources=resources(spec.controller.resources),
+        securityContext=non_root(paths.SLURM_UID),
+        startupProbe=tcp_probe(paths.SLURMCTLD_PORT, period=2, failures=150),
+        readinessProbe=tcp_probe(paths.SLURMCTLD_PORT),
+        livenessProbe={
+            "exec": {"command": [paths.ENTRYPOINT, "probe-slurmctld"]},
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 4,
+        },
+    )
+    return {
+        "metadata": metadata(spec, name, COMPONENT),
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            # One slurmctld at a time: the old pod must stop before the new one takes the state.
+            "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
+            "template": {
+                "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
+                "spec": {
+                    **image_pull(spec),
+                    **placement(spec.controller.placement),
+                    "securityContext": {
+                        "fsGroup": paths.SLURM_UID,
+                        "fsGroupChangePolicy": "OnRootMismatch",
+                    },
+                    "terminationGracePeriodSeconds": 60,
+                    "initContainers": auth_sidecars(spec),
+                    "containers": [slurmctld],
+                    "volumes": [
+                        {"name": "slurm-config", "configMap": {"name": config_map}},
+                        {
+                            "name": "state",
+                            "persistentVolumeClaim": {"claimName": state_claim_name(spec)},
+                        },
+                        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                        *auth_volumes(spec),
+                    ],
+                },
+            },
+        },
+    }

@@ -1,0 +1,100 @@
+"""Jobs that act on the running cluster: config push and the NCCL benchmark."""
+
+import json
+
+from slurm_stack import naming, paths
+from slurm_stack.k8s.common import (
+    Manifest,
+    auth_mounts,
+    auth_sidecars,
+    auth_volumes,
+    container,
+    env,
+    image_pull,
+    metadata,
+    non_root,
+)
+from slurm_stack.spec.models import ClusterSpec
+
+CLIENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+
+
+def _client_pod(
+    spec: ClusterSpec, config_map: str, role: str, extra_env: list[Manifest]
+) -> Manifest:
+    """A pod running a Slurm client command as the SlurmUser with the cluster's config."""
+    client = container(
+        spec,
+        role,
+        spec.image("ops"),
+        role,
+        env=[*env(SLURM_CONF=f"{paths.SLURM_CONF_DIR}/slurm.conf"), *extra_env],
+        volumeMounts=[
+            {"name": "slurm-config", "mountPath": paths.SLURM_CONF_DIR, "readOnly": True},
+            *auth_mounts(spec),
+        ],
+        resources=CLIENT_RESOURCES,
+        securityContext=non_root(paths.SLURM_UID),
+    )
+    return {
+        **image_pull(spec),
+        "restartPolicy": "OnFailure",
+        "initContainers": auth_sidecars(spec),
+        "containers": [client],
+        "volumes": [
+            {"name": "slurm-config", "configMap": {"name": config_map}},
+            *auth_volumes(spec),
+        ],
+    }
+
+
+def reconfigure_job(spec: ClusterSpec, config_map: str, config_hash: str) -> Manifest:
+    """`scontrol reconfigure` once the controller runs config ``config_hash``: every slurmd
+    gets the new files without restarting."""
+    name = naming.reconfigure_job_name(spec.name, config_hash)
+    return {
+        "metadata": metadata(spec, name, "reconfigure"),
+        "spec": {
+            "backoffLimit": 6,
+            "activeDeadlineSeconds": 900,
+            "template": {
+                "metadata": {"labels": metadata(spec, name, "reconfigure")["labels"]},
+                "spec": _client_pod(
+                    spec, config_map, "reconfigure", env(EXPECTED_CONFIG_HASH=config_hash)
+                ),
+            },
+        },
+    }
+
+
+def nccl_cronjob(spec: ClusterSpec, config_map: str) -> Manifest:
+    """Submits one exclusive, low-priority all_reduce_perf job per idle GPU node."""
+    nccl = spec.health_checks.nccl
+    name = f"{spec.name}-nccl-benchmark"
+    pools = {pool.name: pool.gpu_type or "" for pool in spec.gpu_pools}
+    settings = env(
+        NCCL_GPU_POOLS=json.dumps(pools, sort_keys=True),
+        NCCL_MAX_BYTES=nccl.max_bytes,
+        NCCL_MIN_BYTES=nccl.min_bytes,
+        NCCL_THRESHOLDS_GBPS=json.dumps(nccl.thresholds_gbps, sort_keys=True),
+    )
+    return {
+        "metadata": metadata(spec, name, "nccl-benchmark"),
+        "spec": {
+            "schedule": nccl.schedule,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 3600,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 1,
+                    "activeDeadlineSeconds": 6 * 3600,
+                    "template": {
+                        "metadata": {"labels": metadata(spec, name, "nccl-benchmark")["labels"]},
+                        "spec": _client_pod(spec, config_map, "nccl-benchmark", settings),
+                    },
+                }
+            },
+        },
+    }

@@ -1,0 +1,162 @@
+"""Login pods: sshd chrooted into the jail, sackd for configless Slurm clients."""
+
+from slurm_stack import naming, paths
+from slurm_stack.k8s.common import (
+    Manifest,
+    auth_mounts,
+    auth_sidecars,
+    auth_volumes,
+    container,
+    env,
+    image_pull,
+    metadata,
+    non_root,
+    placement,
+    resources,
+    root_with,
+    selector_labels,
+    tcp_probe,
+)
+from slurm_stack.k8s.jail import jail_volume, submount_mount, submount_volume, wait_for_jail
+from slurm_stack.render.services import SSH_HOST_KEY_TYPES
+from slurm_stack.spec.models import ClusterSpec
+
+COMPONENT = "login"
+LOGIN_CAPABILITIES = [
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETUID",
+    "SYS_ADMIN",
+    "SYS_CHROOT",
+]
+
+
+def host_keys_secret_name(spec: ClusterSpec) -> str:
+    """The Secret with the login nodes' SSH host keys (stable across restarts)."""
+    return f"{spec.name}-ssh-host-keys"
+
+
+def host_key_files() -> list[str]:
+    """File names in the host key Secret, private and public."""
+    return [
+        name
+        for kind in SSH_HOST_KEY_TYPES
+        for name in (f"ssh_host_{kind}_key", f"ssh_host_{kind}_key.pub")
+    ]
+
+
+def login_service(spec: ClusterSpec) -> Manifest:
+    """How users reach sshd: LoadBalancer (default), NodePort or ClusterIP."""
+    service = spec.login.service
+    port: Manifest = {"name": "ssh", "port": service.port, "targetPort": "ssh", "protocol": "TCP"}
+    if service.node_port is not None:
+        port["nodePort"] = service.node_port
+    service_spec: Manifest = {
+        "type": service.type,
+        "selector": selector_labels(spec, COMPONENT),
+        "ports": [port],
+        # Keep one user's parallel connections (scp, ControlMaster) on one login pod.
+        "sessionAffinity": "ClientIP",
+    }
+    if service.load_balancer_source_ranges:
+        service_spec["loadBalancerSourceRanges"] = list(service.load_balancer_source_ranges)
+    return {
+        "metadata": metadata(
+            spec, naming.login_name(spec.name), COMPONENT, annotations=service.annotations
+        ),
+        "spec": service_spec,
+    }
+
+
+def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str]) -> Manifest:
+    """sshd pods; they wait for the jail and reach slurmctld through sackd (configless)."""
+    name = naming.login_name(spec.name)
+    conf_server = f"{naming.controller_host(spec.name, spec.namespace)}:{paths.SLURMCTLD_PORT}"
+    sackd = container(
+        spec,
+        "sackd",
+        spec.image("login"),
+        "sackd",
+        restartPolicy="Always",
+        env=env(SLURM_CONF_SERVER=conf_server),
+        volumeMounts=[{"name": "run", "mountPath": paths.SLURM_RUN_DIR}, *auth_mounts(spec)],
+        resources={"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        securityContext=non_root(paths.SLURM_UID),
+    )
+    sshd = container(
+        spec,
+        "sshd",
+        spec.image("login"),
+        "sshd",
+        ports=[{"name": "ssh", "containerPort": paths.SSH_PORT}],
+        env=env(
+            SLURM_CONF=f"{paths.SLURM_RUN_DIR}/conf/slurm.conf",
+            SSHD_CONFIG=f"{paths.SSHD_CONFIG_DIR}/sshd_config",
+        ),
+        volumeMounts=[
+            {"name": "jail", "mountPath": paths.JAIL_DIR},
+            {"name": "sshd-config", "mountPath": paths.SSHD_CONFIG_DIR, "readOnly": True},
+            {
+                "name": "authorized-keys",
+                "mountPath": paths.SSH_AUTHORIZED_KEYS_DIR,
+                "readOnly": True,
+            },
+            {"name": "host-keys", "mountPath": paths.SSH_HOST_KEY_DIR, "readOnly": True},
+            {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
+            *auth_mounts(spec),
+            *(submount_mount(s) for s in spec.jail.submounts),
+        ],
+        resources=resources(spec.login.resources),
+        securityContext=root_with(LOGIN_CAPABILITIES),
+        readinessProbe=tcp_probe(paths.SSH_PORT),
+        livenessProbe=tcp_probe(paths.SSH_PORT, period=30, failures=4),
+    )
+    key_items = [
+        {"key": f"authorized_keys.{user}", "path": user, "mode": 0o644} for user in user_names
+    ]
+    volumes = [
+        jail_volume(spec),
+        {
+            "name": "sshd-config",
+            "configMap": {
+                "name": config_map,
+                "items": [{"key": "sshd_config", "path": "sshd_config"}],
+            },
+        },
+        {"name": "authorized-keys", "configMap": {"name": config_map, "items": key_items}},
+        {
+            "name": "host-keys",
+            "secret": {"secretName": host_keys_secret_name(spec), "defaultMode": 0o400},
+        },
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        *auth_volumes(spec),
+        *(volume for s in spec.jail.submounts if (volume := submount_volume(s))),
+    ]
+    return {
+        "metadata": metadata(spec, name, COMPONENT),
+        "spec": {
+            "replicas": spec.login.replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
+            "template": {
+                "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
+                "spec": {
+                    **image_pull(spec),
+                    **placement(spec.login.placement),
+                    "initContainers": [
+                        *auth_sidecars(spec),
+                        sackd,
+                        wait_for_jail(spec, spec.image("login")),
+                    ],
+                    "containers": [sshd],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }

@@ -1,0 +1,170 @@
+"""A worker pool: slurmd pods that register as dynamic nodes and enter the jail for every task."""
+
+from slurm_stack import naming, paths
+from slurm_stack.k8s.common import (
+    POOL_LABEL,
+    SKIP_AWAIT,
+    Manifest,
+    auth_mounts,
+    auth_sidecars,
+    auth_volumes,
+    container,
+    env,
+    image_pull,
+    metadata,
+    placement,
+    resources,
+    root_with,
+    selector_labels,
+    tcp_probe,
+)
+from slurm_stack.k8s.jail import (
+    jail_volume,
+    submount_claim_template,
+    submount_mount,
+    submount_volume,
+    wait_for_jail,
+)
+from slurm_stack.render import node_conf
+from slurm_stack.spec.models import ClusterSpec, PvcSubmount, WorkerPool
+
+COMPONENT = "worker"
+# slurmd starts tasks as users (SETUID/SETGID), cleans up after them (KILL, CHOWN, FOWNER,
+# DAC_OVERRIDE) and enters the jail through a mount namespace and pivot_root (SYS_ADMIN).
+SLURMD_CAPABILITIES = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_ADMIN",
+    "SYS_CHROOT",
+    "SYS_RESOURCE",
+]
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def pool_labels(pool: WorkerPool) -> dict[str, str]:
+    """The extra label that tells pools apart."""
+    return {POOL_LABEL: pool.name}
+
+
+def pool_service(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
+    """A headless Service giving each node a DNS name; not awaited (pods may wait for GPUs)."""
+    return {
+        "metadata": metadata(
+            spec,
+            naming.pool_name(spec.name, pool.name),
+            COMPONENT,
+            annotations=SKIP_AWAIT,
+            extra_labels=pool_labels(pool),
+        ),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(spec, COMPONENT, **pool_labels(pool)),
+            "ports": [{"name": "slurmd", "port": paths.SLURMD_PORT, "targetPort": "slurmd"}],
+        },
+    }
+
+
+def _pool_resources(pool: WorkerPool) -> Manifest:
+    out = resources(pool.resources)
+    if pool.gpus:
+        out.setdefault("requests", {})[GPU_RESOURCE] = str(pool.gpus)
+        out.setdefault("limits", {})[GPU_RESOURCE] = str(pool.gpus)
+        out = {key: dict(sorted(value.items())) for key, value in out.items()}
+    return out
+
+
+def _security_context(spec: ClusterSpec) -> Manifest:
+    if spec.cgroups.enforce:
+        # Slurm's cgroup plugins write the node's cgroup tree, which only a privileged
+        # container may do; cgroups.enforce is the documented opt-in for this.
+        return {"privileged": True, "runAsUser": 0}
+    return root_with(SLURMD_CAPABILITIES)
+
+
+def _placement(pool: WorkerPool) -> Manifest:
+    out = placement(pool.placement)
+    if pool.gpus and not any(t.key == GPU_RESOURCE for t in pool.placement.tolerations):
+        out["tolerations"] = [
+            *out.get("tolerations", []),
+            {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+        ]
+    return out
+
+
+def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
+    """slurmd pods of one pool; each registers itself as `<cluster>-<pool>-<ordinal>`."""
+    name = naming.pool_name(spec.name, pool.name)
+    conf_server = f"{naming.controller_host(spec.name, spec.namespace)}:{paths.SLURMCTLD_PORT}"
+    slurmd = container(
+        spec,
+        "slurmd",
+        spec.image("worker"),
+        "slurmd",
+        ports=[{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
+        env=env(
+            DRAIN_TIMEOUT_SECONDS=str(pool.drain_timeout_seconds),
+            SLURMD_CONF_SERVER=conf_server,
+            SLURMD_NODE_CONF=node_conf(pool),
+        ),
+        volumeMounts=[
+            {"name": "jail", "mountPath": paths.JAIL_DIR},
+            {"name": "spool", "mountPath": paths.SLURMD_SPOOL_DIR},
+            {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            *auth_mounts(spec),
+            *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
+        ],
+        resources=_pool_resources(pool),
+        securityContext=_security_context(spec),
+        startupProbe=tcp_probe(paths.SLURMD_PORT, period=2, failures=150),
+        readinessProbe=tcp_probe(paths.SLURMD_PORT),
+        livenessProbe=tcp_probe(paths.SLURMD_PORT, period=30, failures=4),
+        lifecycle={"preStop": {"exec": {"command": [paths.ENTRYPOINT, "drain-node"]}}},
+    )
+    submounts = [*spec.jail.submounts, *pool.submounts]
+    claim_templates = [
+        submount_claim_template(spec, s)
+        for s in pool.submounts
+        if isinstance(s, PvcSubmount) and s.existing_claim is None
+    ]
+    labels = metadata(spec, name, COMPONENT, extra_labels=pool_labels(pool))["labels"]
+    statefulset_spec: Manifest = {
+        "replicas": pool.replicas,
+        "serviceName": name,
+        # Nodes are independent: start and stop them all at once.
+        "podManagementPolicy": "Parallel",
+        "selector": {"matchLabels": selector_labels(spec, COMPONENT, **pool_labels(pool))},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                **image_pull(spec),
+                **_placement(pool),
+                "terminationGracePeriodSeconds": pool.drain_timeout_seconds + 30,
+                "initContainers": [*auth_sidecars(spec), wait_for_jail(spec, spec.image("worker"))],
+                "containers": [slurmd],
+                "volumes": [
+                    jail_volume(spec),
+                    {"name": "spool", "emptyDir": {}},
+                    {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                    {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": pool.shm_size}},
+                    *auth_volumes(spec),
+                    *(volume for s in submounts if (volume := submount_volume(s))),
+                ],
+            },
+        },
+    }
+    if claim_templates:
+        statefulset_spec["volumeClaimTemplates"] = claim_templates
+    return {
+        "metadata": metadata(
+            spec, name, COMPONENT, annotations=SKIP_AWAIT, extra_labels=pool_labels(pool)
+        ),
+        "spec": statefulset_spec,
+    }
