@@ -1,0 +1,79 @@
+"""Accounting: slurmdbd plus an embedded MariaDB, a mariadb-operator resource, or nothing
+(external database)."""
+
+import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.apps.v1 import Deployment, StatefulSet
+from pulumi_kubernetes.core.v1 import ConfigMap, PersistentVolumeClaim, Service
+
+from slurm_stack import naming
+from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s import accounting as builders
+from slurm_stack.k8s.common import config_map
+from slurm_stack.render import accounting_config_files, content_hash
+from slurm_stack.spec.models import ClusterSpec
+
+
+class Accounting(pulumi.ComponentResource):
+    """slurmdbd (Deployment, one replica) and its database per `accounting.mode`."""
+
+    slurmdbd: Deployment
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("slurm-stack:index:Accounting", name, None, opts)
+        database = self._database(name, spec, depends_on)
+        files = accounting_config_files(spec)
+        config_name = f"{naming.accounting_name(spec.name)}-config-{content_hash(files)}"
+        config = register(
+            ConfigMap,
+            f"{name}-config",
+            config_map(spec, config_name, "accounting", files),
+            child_options(self),
+        )
+        register(Service, f"{name}-service", builders.slurmdbd_service(spec), child_options(self))
+        self.slurmdbd = register(
+            Deployment,
+            name,
+            builders.slurmdbd_deployment(spec, config_name),
+            child_options(self, depends_on=[config, *database, *depends_on], timeout="20m"),
+        )
+        self.register_outputs({"slurmdbd": self.slurmdbd.metadata.name})
+
+    def _database(
+        self, name: str, spec: ClusterSpec, depends_on: list[pulumi.Resource]
+    ) -> list[pulumi.Resource]:
+        """The database resources slurmdbd waits for (none for an external database)."""
+        if spec.accounting.mode == "external":
+            return []
+        if spec.accounting.mode == "mariadb-operator":
+            manifest = builders.mariadb_operator_resource(spec)
+            return [
+                CustomResource(
+                    f"{name}-mariadb",
+                    api_version=manifest["apiVersion"],
+                    kind=manifest["kind"],
+                    metadata=manifest["metadata"],
+                    spec=manifest["spec"],
+                    opts=child_options(self, depends_on=depends_on, keep=True, timeout="20m"),
+                )
+            ]
+        claim = register(
+            PersistentVolumeClaim,
+            f"{name}-mariadb-data",
+            builders.db_pvc(spec),
+            child_options(self, keep=True),
+        )
+        register(Service, f"{name}-mariadb-service", builders.db_service(spec), child_options(self))
+        mariadb = register(
+            StatefulSet,
+            f"{name}-mariadb",
+            builders.db_statefulset(spec),
+            child_options(self, depends_on=[claim, *depends_on], timeout="20m"),
+        )
+        return [mariadb]

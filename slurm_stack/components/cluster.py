@@ -1,0 +1,103 @@
+"""SlurmCluster: composes every part of a cluster from one validated spec."""
+
+import pulumi
+from pulumi_kubernetes.batch.v1 import Job
+from pulumi_kubernetes.core.v1 import ConfigMap
+
+from slurm_stack import naming
+from slurm_stack.components.accounting import Accounting
+from slurm_stack.components.controller import Controller
+from slurm_stack.components.health import HealthChecks
+from slurm_stack.components.jail import Jail
+from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.login import LoginPool
+from slurm_stack.components.secrets import ClusterSecrets
+from slurm_stack.components.workers import WorkerPool
+from slurm_stack.k8s.common import config_map
+from slurm_stack.k8s.jobs import reconfigure_job
+from slurm_stack.render import content_hash, slurm_config_files
+from slurm_stack.spec.models import ClusterSpec
+
+
+class SlurmCluster(pulumi.ComponentResource):
+    """A Slurm cluster on Kubernetes.
+
+    Pass a `kubernetes.Provider` in ``opts`` to deploy into a cluster of your choosing; every
+    child inherits it. The namespace must exist (see examples/host-program).
+    """
+
+    namespace: pulumi.Output[str]
+    login_endpoint: pulumi.Output[str]
+    ssh_command: pulumi.Output[str]
+    config_hash: pulumi.Output[str]
+    slurm_version: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        db_password: pulumi.Input[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("slurm-stack:index:SlurmCluster", name, None, opts)
+        here = pulumi.ResourceOptions(parent=self)
+        secrets = ClusterSecrets(f"{name}-secrets", spec, db_password, opts=here)
+
+        files = slurm_config_files(spec)
+        config_hash = content_hash(files)
+        config_name = naming.config_map_name(spec.name, config_hash)
+        config = register(
+            ConfigMap,
+            f"{name}-slurm-config",
+            config_map(spec, config_name, "controller", files),
+            child_options(self),
+        )
+
+        before_controller: list[pulumi.Resource] = [config, *secrets.secrets]
+        if spec.accounting.enabled:
+            accounting = Accounting(f"{name}-accounting", spec, secrets.secrets, opts=here)
+            before_controller.append(accounting.slurmdbd)
+        controller = Controller(
+            f"{name}-controller", spec, config_name, before_controller, opts=here
+        )
+        jail = Jail(f"{name}-jail", spec, opts=here)
+
+        before_nodes: list[pulumi.Resource] = [
+            controller.statefulset,
+            jail.populated,
+            *secrets.secrets,
+        ]
+        login = LoginPool(f"{name}-login", spec, before_nodes, opts=here)
+        for pool in spec.worker_pools:
+            WorkerPool(f"{name}-{pool.name}", spec, pool, before_nodes, opts=here)
+
+        # Runs once per config: after the controller has rolled onto it, push it to slurmds.
+        register(
+            Job,
+            f"{name}-reconfigure",
+            reconfigure_job(spec, config_name, config_hash),
+            child_options(self, depends_on=[controller.statefulset], timeout="15m"),
+        )
+        if spec.nccl_enabled:
+            HealthChecks(f"{name}-health", spec, config_name, [controller.statefulset], opts=here)
+
+        user = spec.login.users[0].name if spec.login.users else "root"
+        self.namespace = pulumi.Output.from_input(spec.namespace)
+        self.login_endpoint = login.endpoint
+        self.ssh_command = login.endpoint.apply(lambda endpoint: _ssh_command(user, endpoint))
+        self.config_hash = pulumi.Output.from_input(config_hash)
+        self.slurm_version = pulumi.Output.from_input(spec.slurm_version)
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "loginEndpoint": self.login_endpoint,
+                "sshCommand": self.ssh_command,
+                "configHash": self.config_hash,
+                "slurmVersion": self.slurm_version,
+            }
+        )
+
+
+def _ssh_command(user: str, endpoint: str) -> str:
+    host, _, port = endpoint.rpartition(":")
+    return f"ssh -p {port} {user}@{host}" if port != "22" else f"ssh {user}@{host}"

@@ -1,0 +1,41 @@
+"""Controller: slurmctld StatefulSet, its Service and its protected state volume."""
+
+import pulumi
+from pulumi_kubernetes.apps.v1 import StatefulSet
+from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, Service
+
+from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s.controller import controller_service, controller_statefulset, state_pvc
+from slurm_stack.spec.models import ClusterSpec
+
+
+class Controller(pulumi.ComponentResource):
+    """slurmctld; `pulumi up` waits until it is Ready (its state survives restarts)."""
+
+    statefulset: StatefulSet
+    service: Service
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        config_map: str,
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("slurm-stack:index:Controller", name, None, opts)
+        state = register(
+            PersistentVolumeClaim, f"{name}-state", state_pvc(spec), child_options(self, keep=True)
+        )
+        self.service = register(
+            Service, f"{name}-service", controller_service(spec), child_options(self)
+        )
+        self.statefulset = register(
+            StatefulSet,
+            name,
+            controller_statefulset(spec, config_map),
+            child_options(self, depends_on=[state, *depends_on], timeout="15m"),
+        )
+        self.register_outputs(
+            {"statefulSet": self.statefulset.metadata.name, "service": self.service.metadata.name}
+        )

@@ -1,0 +1,38 @@
+"""Jail: the shared root filesystem volume and the Job that populates it once."""
+
+import pulumi
+from pulumi_kubernetes.batch.v1 import Job
+from pulumi_kubernetes.core.v1 import PersistentVolumeClaim
+
+from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s.jail import jail_pvc, populate_job
+from slurm_stack.spec.models import ClusterSpec
+
+
+class Jail(pulumi.ComponentResource):
+    """The RWX jail claim (protected) and populate-jail; `up` waits for population."""
+
+    populated: Job
+    """Login and worker pods depend on this Job having completed."""
+
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("slurm-stack:index:Jail", name, None, opts)
+        depends_on: list[pulumi.Resource] = []
+        claim_manifest = jail_pvc(spec)
+        if claim_manifest is not None:
+            depends_on.append(
+                register(
+                    PersistentVolumeClaim,
+                    f"{name}-volume",
+                    claim_manifest,
+                    child_options(self, keep=True),
+                )
+            )
+        # Copying a whole root filesystem onto network storage can take a while.
+        self.populated = register(
+            Job,
+            f"{name}-populate",
+            populate_job(spec),
+            child_options(self, depends_on=depends_on, timeout="60m"),
+        )
+        self.register_outputs({"populateJob": self.populated.metadata.name})

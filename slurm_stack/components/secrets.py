@@ -1,0 +1,90 @@
+"""ClusterSecrets: the munge (or slurm) key, SSH host keys and the database password."""
+
+import pulumi
+import pulumi_random as random
+import pulumi_tls as tls
+from pulumi_kubernetes.core.v1 import Secret
+
+from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s.accounting import PASSWORD_KEY, db_password_secret
+from slurm_stack.k8s.common import metadata, munge_key_secret_name
+from slurm_stack.k8s.login import host_keys_secret_name
+from slurm_stack.spec.models import ClusterSpec
+
+AUTH_KEY_BYTES = 1024
+HOST_KEY_ALGORITHMS = {
+    "ed25519": {"algorithm": "ED25519"},
+    "ecdsa": {"algorithm": "ECDSA", "ecdsa_curve": "P256"},
+    "rsa": {"algorithm": "RSA", "rsa_bits": 4096},
+}
+
+
+class ClusterSecrets(pulumi.ComponentResource):
+    """Generated secrets, kept as Pulumi secrets and handed to pods only as Kubernetes Secrets."""
+
+    secrets: list[Secret]
+    """The Kubernetes Secrets created (pods that mount them depend on these)."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        db_password: pulumi.Input[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("slurm-stack:index:ClusterSecrets", name, None, opts)
+        self.secrets = [self._auth_key(name, spec), self._host_keys(name, spec)]
+        if spec.accounting.enabled:
+            password = self._db_password(name, spec, db_password)
+            if password is not None:
+                self.secrets.append(password)
+        self.register_outputs({"secretNames": [s.metadata.name for s in self.secrets]})
+
+    def _auth_key(self, name: str, spec: ClusterSpec) -> Secret:
+        key = random.RandomBytes(
+            f"{name}-auth-key", length=AUTH_KEY_BYTES, opts=pulumi.ResourceOptions(parent=self)
+        )
+        file_name = "munge.key" if spec.auth == "munge" else "slurm.key"
+        manifest = {
+            "metadata": metadata(spec, munge_key_secret_name(spec), "auth"),
+            "type": "Opaque",
+            "data": {file_name: key.base64},
+        }
+        return register(Secret, f"{name}-auth-key", manifest, child_options(self))
+
+    def _host_keys(self, name: str, spec: ClusterSpec) -> Secret:
+        files: dict[str, pulumi.Output[str]] = {}
+        for kind, algorithm in HOST_KEY_ALGORITHMS.items():
+            key = tls.PrivateKey(
+                f"{name}-ssh-host-{kind}", **algorithm, opts=pulumi.ResourceOptions(parent=self)
+            )
+            files[f"ssh_host_{kind}_key"] = key.private_key_openssh
+            files[f"ssh_host_{kind}_key.pub"] = key.public_key_openssh
+        manifest = {
+            "metadata": metadata(spec, host_keys_secret_name(spec), "login"),
+            "type": "Opaque",
+            "stringData": files,
+        }
+        return register(Secret, f"{name}-ssh-host-keys", manifest, child_options(self))
+
+    def _db_password(
+        self, name: str, spec: ClusterSpec, given: pulumi.Input[str] | None
+    ) -> Secret | None:
+        secret_name, _ = db_password_secret(spec)
+        if spec.accounting.mode == "external":
+            if spec.accounting.external.password_secret is not None:
+                return None  # the user's own Secret
+            password: pulumi.Input[str] = pulumi.Output.secret(given)
+        else:
+            password = random.RandomPassword(
+                f"{name}-db-password",
+                length=32,
+                special=False,
+                opts=pulumi.ResourceOptions(parent=self),
+            ).result
+        manifest = {
+            "metadata": metadata(spec, secret_name, "accounting"),
+            "type": "Opaque",
+            "stringData": {PASSWORD_KEY: password},
+        }
+        return register(Secret, f"{name}-db-password", manifest, child_options(self))

@@ -1,0 +1,41 @@
+"""WorkerPool: slurmd pods of one pool, each a dynamic Slurm node."""
+
+import pulumi
+from pulumi_kubernetes.apps.v1 import StatefulSet
+from pulumi_kubernetes.core.v1 import Service
+
+from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s.workers import pool_service, pool_statefulset
+from slurm_stack.spec.models import ClusterSpec
+from slurm_stack.spec.models import WorkerPool as PoolSpec
+
+
+class WorkerPool(pulumi.ComponentResource):
+    """A pool's StatefulSet and headless Service.
+
+    `pulumi up` does not wait for worker pods (they carry `pulumi.com/skipAwait`): GPU nodes
+    may take long to provision, and a node's readiness is Slurm's to judge (`sinfo`).
+    Scaling is a replica count; nodes register themselves, slurm.conf does not change.
+    """
+
+    statefulset: StatefulSet
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        pool: PoolSpec,
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("slurm-stack:index:WorkerPool", name, None, opts)
+        register(Service, f"{name}-service", pool_service(spec, pool), child_options(self))
+        self.statefulset = register(
+            StatefulSet,
+            name,
+            pool_statefulset(spec, pool),
+            child_options(self, depends_on=depends_on),
+        )
+        self.register_outputs(
+            {"statefulSet": self.statefulset.metadata.name, "replicas": pool.replicas}
+        )

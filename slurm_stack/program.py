@@ -1,0 +1,26 @@
+"""The stack program: read config, validate it, create the cluster, export what users need."""
+
+import pulumi
+
+from slurm_stack.components.cluster import SlurmCluster
+from slurm_stack.spec import DB_PASSWORD_CONFIG_KEY, load_spec
+
+CLUSTER_CONFIG_KEY = "cluster"
+
+
+def run() -> SlurmCluster:
+    """Body of `__main__.py`; only this function reads `pulumi.Config`."""
+    config = pulumi.Config()
+    db_password = config.get_secret(DB_PASSWORD_CONFIG_KEY.split(":", 1)[1])
+    spec = load_spec(
+        config.get_object(CLUSTER_CONFIG_KEY),
+        db_password_provided=db_password is not None,
+        config_key=f"{config.name}:{CLUSTER_CONFIG_KEY}",
+    )
+    cluster = SlurmCluster(spec.name, spec, db_password=db_password)
+    pulumi.export("namespace", cluster.namespace)
+    pulumi.export("loginEndpoint", cluster.login_endpoint)
+    pulumi.export("sshCommand", cluster.ssh_command)
+    pulumi.export("configHash", cluster.config_hash)
+    pulumi.export("slurmVersion", cluster.slurm_version)
+    return cluster
