@@ -1,0 +1,41 @@
+"""A host program: its own provider and namespace, with a Slurm cluster composed into them.
+
+`pulumi config set gpu-platform:kubeconfig <path-or-contents>` picks the target cluster.
+"""
+
+import pulumi
+from pulumi_kubernetes import Provider
+from pulumi_kubernetes.core.v1 import Namespace
+
+from slurm_stack import SlurmCluster, load_spec
+
+config = pulumi.Config()
+provider = Provider("platform", kubeconfig=config.get("kubeconfig"))
+
+namespace = Namespace(
+    "research",
+    metadata={"name": "research", "labels": {"team": "research"}},
+    opts=pulumi.ResourceOptions(provider=provider),
+)
+
+spec = load_spec(
+    {
+        "name": "research",
+        "namespace": "research",
+        "workerPools": [
+            {"name": "cpu", "replicas": 4},
+            {"name": "a100", "replicas": 2, "gpus": 8, "gpuType": "a100"},
+        ],
+        "jail": {"storageClass": "nfs", "size": "500Gi"},
+        "login": {"service": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["10.0.0.0/8"]}},
+    }
+)
+
+cluster = SlurmCluster(
+    "research",
+    spec,
+    opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]),
+)
+
+pulumi.export("sshCommand", cluster.ssh_command)
+pulumi.export("configHash", cluster.config_hash)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up everything slurm-stack needs on a Debian machine, as root: Python, a virtualenv with
+# the package and its test tools. Idempotent; a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python_ok() { command -v python3 >/dev/null && python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+
+if ! python_ok; then
+  echo "setup: installing Python 3 from Debian" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip ca-certificates >/dev/null
+fi
+
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -e "$stamp" ]; then
+  echo "setup: creating .venv and installing slurm-stack with its test tools" >&2
+  python3 -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip 2>/dev/null || true
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+echo "setup: ready (.venv/bin/python -m slurm_stack --help)" >&2
