@@ -15,7 +15,7 @@ AUTH_KEY_BYTES = 1024
 HOST_KEY_ALGORITHMS = {
     "ed25519": {"algorithm": "ED25519"},
     "ecdsa": {"algorithm": "ECDSA", "ecdsa_curve": "P256"},
-    "rsa": {"algorithm": "RSA", "rsa_bits": 4096},
+    "rsa": {"algorithm": "RSA", "rsa_bits": 3072},  # OpenSSH's default size
 }
 
 

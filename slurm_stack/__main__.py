@@ -1,0 +1,7 @@
+"""`python -m slurm_stack`."""
+
+import sys
+
+from slurm_stack.cli import main
+
+sys.exit(main())
