@@ -25,8 +25,7 @@ def cluster_config(pools: int, nodes: int) -> dict:
         "name": "bench",
         "controller": {"maxNodeCount": MAX_NODES},
         "workerPools": [
-            {"name": f"pool{i:03d}", "replicas": nodes, "features": ["bench"]}
-            for i in range(pools)
+            {"name": f"pool{i:03d}", "replicas": nodes, "features": ["bench"]} for i in range(pools)
         ],
         "partitions": [
             {"name": "all", "default": True},
