@@ -1,0 +1,27 @@
+"""Small lookups over a recorded program run."""
+
+from typing import Any
+
+from slurm_stack.offline import ProgramRun, RecordedResource
+
+K8S = "kubernetes:"
+
+
+def kube(run: ProgramRun, kind: str) -> list[RecordedResource]:
+    """Kubernetes resources of ``kind`` (e.g. "apps/v1:StatefulSet")."""
+    return [r for r in run.resources if r.type == f"{K8S}{kind}"]
+
+
+def by_name(run: ProgramRun, kind: str, name: str) -> RecordedResource:
+    """The Kubernetes resource of ``kind`` whose metadata.name is ``name``."""
+    found = [r for r in kube(run, kind) if r.inputs["metadata"]["name"] == name]
+    assert len(found) == 1, f"{len(found)} {kind} named {name}"
+    return found[0]
+
+
+def containers(resource: RecordedResource) -> dict[str, dict[str, Any]]:
+    """Containers and init containers of a workload's pod template, by name."""
+    spec = resource.inputs["spec"]
+    template = spec.get("template") or spec["jobTemplate"]["spec"]["template"]
+    pod = template["spec"]
+    return {c["name"]: c for c in [*pod.get("initContainers", []), *pod["containers"]]}

@@ -1,0 +1,246 @@
+"""The stack program under Pulumi's mock engine: graph, options, secrets, exports."""
+
+import json
+
+import pytest
+
+from slurm_stack.offline import ProgramRun, run_program
+from slurm_stack.program import run
+from slurm_stack.spec import SpecError
+from tests.helpers import by_name, containers, kube
+
+COMPONENTS = {
+    "SlurmCluster",
+    "ClusterSecrets",
+    "Accounting",
+    "Controller",
+    "Jail",
+    "LoginPool",
+    "WorkerPool",
+}
+
+
+def component(run: ProgramRun, name: str):
+    return run.get(f"slurm-stack:index:{name.split('/')[0]}", name.split("/")[-1])
+
+
+def test_graph_shape(dev_run: ProgramRun) -> None:
+    types = {r.type.removeprefix("slurm-stack:index:") for r in dev_run.resources if not r.custom}
+    assert types == COMPONENTS  # no HealthChecks: dev has no GPU pool
+    cluster = dev_run.get("slurm-stack:index:SlurmCluster", "dev")
+    assert cluster.parent is None or cluster.parent.endswith("pulumi:pulumi:Stack::slurm-stack-dev")
+    children = {(r.type, r.name) for r in dev_run.children(cluster.urn)}
+    assert children == {
+        ("slurm-stack:index:ClusterSecrets", "dev-secrets"),
+        ("slurm-stack:index:Accounting", "dev-accounting"),
+        ("slurm-stack:index:Controller", "dev-controller"),
+        ("slurm-stack:index:Jail", "dev-jail"),
+        ("slurm-stack:index:LoginPool", "dev-login"),
+        ("slurm-stack:index:WorkerPool", "dev-cpu"),
+        ("kubernetes:core/v1:ConfigMap", "dev-slurm-config"),
+        ("kubernetes:batch/v1:Job", "dev-reconfigure"),
+    }
+    # Every resource hangs under the cluster, and every component registered its outputs.
+    urns = {r.urn: r for r in dev_run.resources}
+    for resource in dev_run.resources:
+        if resource is not cluster:
+            assert resource.parent in urns, resource.urn
+        if not resource.custom:
+            assert resource.outputs_registered, resource.urn
+
+
+def test_only_user_data_is_protected(dev_run: ProgramRun) -> None:
+    protected = {r.inputs["metadata"]["name"] for r in dev_run.resources if r.protect}
+    assert protected == {"dev-controller-state", "dev-jail", "dev-mariadb-data"}
+    for resource in dev_run.resources:
+        assert resource.retain_on_delete == resource.protect, resource.urn
+
+
+def test_ordering_through_depends_on(dev_run: ProgramRun) -> None:
+    def urn(kind: str, name: str) -> str:
+        return by_name(dev_run, kind, name).urn
+
+    def depends(kind: str, name: str) -> set[str]:
+        return set(by_name(dev_run, kind, name).dependencies)
+
+    controller = urn("apps/v1:StatefulSet", "dev-controller")
+    populate = [r for r in kube(dev_run, "batch/v1:Job") if "populate" in r.name][0].urn
+    assert urn("apps/v1:StatefulSet", "dev-mariadb") in depends(
+        "apps/v1:Deployment", "dev-accounting"
+    )
+    assert {
+        urn("apps/v1:Deployment", "dev-accounting"),
+        urn("core/v1:PersistentVolumeClaim", "dev-controller-state"),
+        dev_run.get("kubernetes:core/v1:ConfigMap", "dev-slurm-config").urn,
+    } <= depends("apps/v1:StatefulSet", "dev-controller")
+    for workload in ("dev-login", "dev-cpu"):
+        assert {controller, populate} <= depends("apps/v1:StatefulSet", workload)
+    assert urn("core/v1:PersistentVolumeClaim", "dev-jail") in set(
+        dev_run.get("kubernetes:batch/v1:Job", "dev-jail-populate").dependencies
+    )
+    assert controller in dev_run.get("kubernetes:batch/v1:Job", "dev-reconfigure").dependencies
+
+
+def test_await_decisions(dev_run: ProgramRun) -> None:
+    skip = "pulumi.com/skipAwait"
+    for resource in kube(dev_run, "apps/v1:StatefulSet") + kube(dev_run, "core/v1:Service"):
+        annotations = resource.inputs["metadata"].get("annotations", {})
+        is_worker = resource.inputs["metadata"]["name"] == "dev-cpu"
+        assert (annotations.get(skip) == "true") == is_worker, resource.urn
+    populate = dev_run.get("kubernetes:batch/v1:Job", "dev-jail-populate")
+    assert populate.custom_timeouts == {"create": "60m", "update": "60m"}
+
+
+def test_secrets_stay_secret(dev_run: ProgramRun) -> None:
+    auth_key = dev_run.get("random:index/randomBytes:RandomBytes", "dev-secrets-auth-key")
+    password = dev_run.get("random:index/randomPassword:RandomPassword", "dev-secrets-db-password")
+    assert "base64" in auth_key.secret_outputs
+    assert "result" in password.secret_outputs
+    secret_values = {auth_key.outputs["base64"], password.outputs["result"]}
+    for kind in ("core/v1:Secret",):
+        for secret in kube(dev_run, kind):
+            assert secret.secret_inputs & {"data", "stringData"}, secret.urn
+    # No secret value reaches anything but a Secret (not env, not a ConfigMap, not exports).
+    for resource in dev_run.resources:
+        if resource.type in ("kubernetes:core/v1:Secret",) or not resource.type.startswith(
+            "kubernetes:"
+        ):
+            continue
+        text = json.dumps(resource.inputs)
+        assert not any(value in text for value in secret_values), resource.urn
+    assert not any(value in json.dumps(dev_run.outputs) for value in secret_values)
+    slurmdbd = containers(by_name(dev_run, "apps/v1:Deployment", "dev-accounting"))["slurmdbd"]
+    # slurmdbd reads the password from a Secret volume, never from its environment.
+    assert all("valueFrom" not in e for e in slurmdbd["env"])
+    env = {e["name"]: e["value"] for e in slurmdbd["env"]}
+    assert env["DB_PASSWORD_FILE"] == "/run/secrets/slurmdbd/password"
+
+
+def test_exports(dev_run: ProgramRun) -> None:
+    config_map = dev_run.get("kubernetes:core/v1:ConfigMap", "dev-slurm-config")
+    assert dev_run.outputs == {
+        "namespace": "slurm-dev",
+        "loginEndpoint": "<any-node-address>:30022",
+        "sshCommand": "ssh -p 30022 alice@<any-node-address>",
+        "configHash": config_map.inputs["metadata"]["name"].removeprefix("dev-slurm-config-"),
+        "slurmVersion": "26.05",
+    }
+    assert not dev_run.secret_outputs
+
+
+def test_config_map_hash_names_config_and_reconfigure_job(dev_run: ProgramRun) -> None:
+    config_hash = dev_run.outputs["configHash"]
+    config_map = dev_run.get("kubernetes:core/v1:ConfigMap", "dev-slurm-config")
+    assert config_map.inputs["immutable"] is True
+    assert sorted(config_map.inputs["data"]) == [
+        "cgroup.conf",
+        "gres.conf",
+        "plugstack.conf",
+        "slurm.conf",
+    ]
+    job = dev_run.get("kubernetes:batch/v1:Job", "dev-reconfigure")
+    assert job.inputs["metadata"]["name"] == f"dev-reconfigure-{config_hash}"
+    controller = by_name(dev_run, "apps/v1:StatefulSet", "dev-controller")
+    volumes = controller.inputs["spec"]["template"]["spec"]["volumes"]
+    assert {
+        "name": "slurm-config",
+        "configMap": {"name": f"dev-slurm-config-{config_hash}"},
+    } in volumes
+
+
+def test_least_privilege(dev_run: ProgramRun) -> None:
+    for workload in kube(dev_run, "apps/v1:StatefulSet") + kube(dev_run, "apps/v1:Deployment"):
+        for name, container in containers(workload).items():
+            context = container.get("securityContext", {})
+            assert not context.get("privileged"), (workload.name, name)
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], (workload.name, name)
+            assert container.get("resources", {}).get("requests"), (workload.name, name)
+    for name in ("dev-controller", "dev-mariadb"):
+        for container in containers(by_name(dev_run, "apps/v1:StatefulSet", name)).values():
+            assert container["securityContext"]["runAsNonRoot"] is True
+            assert "add" not in container["securityContext"]["capabilities"]
+    slurmd = containers(by_name(dev_run, "apps/v1:StatefulSet", "dev-cpu"))["slurmd"]
+    assert "SYS_ADMIN" in slurmd["securityContext"]["capabilities"]["add"]
+    assert {"readinessProbe", "livenessProbe"} <= set(slurmd)
+
+
+def _run_with(change) -> ProgramRun:
+    import yaml
+
+    from tests.conftest import DEV_STACK
+
+    config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
+    change(config)
+    return run_program(run, config={"slurm-stack:cluster": json.dumps(config)})
+
+
+def _worker_inputs(run: ProgramRun) -> dict:
+    return by_name(run, "apps/v1:StatefulSet", "dev-cpu").inputs
+
+
+def test_hash_changes_with_config_and_workers_do_not_restart(dev_run: ProgramRun) -> None:
+    changed = _run_with(lambda c: c["partitions"][0].setdefault("options", []).append("MaxNodes=1"))
+    assert changed.outputs["configHash"] != dev_run.outputs["configHash"]
+    assert _worker_inputs(changed) == _worker_inputs(dev_run)
+    controller = by_name(changed, "apps/v1:StatefulSet", "dev-controller").inputs
+    assert f"dev-slurm-config-{changed.outputs['configHash']}" in json.dumps(controller)
+
+
+def test_scaling_changes_only_replicas(dev_run: ProgramRun) -> None:
+    def scale(config: dict) -> None:
+        config["workerPools"][0]["replicas"] = 7
+
+    scaled = _run_with(scale)
+    assert scaled.outputs["configHash"] == dev_run.outputs["configHash"]
+    before, after = _worker_inputs(dev_run), _worker_inputs(scaled)
+    assert after["spec"]["replicas"] == 7
+    assert {**after["spec"], "replicas": 2} == before["spec"]
+    unchanged = _run_with(lambda c: None)
+    assert unchanged.outputs["configHash"] == dev_run.outputs["configHash"]
+
+
+def test_invalid_config_registers_nothing() -> None:
+    failures: list[SpecError] = []
+
+    def program() -> None:
+        try:
+            run()
+        except SpecError as error:
+            failures.append(error)
+
+    bad = {"name": "dev", "workerPools": [{"name": "cpu", "gpus": -1}], "jail": {}}
+    result = run_program(program, config={"slurm-stack:cluster": json.dumps(bad)})
+    assert result.resources == ()
+    message = str(failures[0])
+    assert "slurm-stack:cluster.workerPools[0].gpus" in message
+    assert "slurm-stack:cluster.jail" in message
+
+
+def test_production_example(prod_run: ProgramRun) -> None:
+    pools = {r.inputs["metadata"]["name"]: r for r in kube(prod_run, "apps/v1:StatefulSet")}
+    assert set(pools) == {"prod-controller", "prod-login", "prod-h100", "prod-h200"}
+    for name in ("prod-h100", "prod-h200"):
+        slurmd = containers(pools[name])["slurmd"]
+        assert slurmd["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        env = {e["name"]: e["value"] for e in slurmd["env"]}
+        assert "Gres=gpu:" + name.removeprefix("prod-") + ":8" in env["SLURMD_NODE_CONF"]
+    assert "volumeClaimTemplates" in pools["prod-h200"].inputs["spec"]
+    # External accounting: slurmdbd but no database of ours, password from secret config.
+    assert not [r for r in prod_run.resources if "mariadb" in r.name]
+    password = by_name(prod_run, "core/v1:Secret", "prod-db-password")
+    assert "stringData" in password.secret_inputs
+    login = by_name(prod_run, "core/v1:Service", "prod-login").inputs["spec"]
+    assert login["type"] == "NodePort"
+    assert login["ports"][0]["nodePort"] == 30022
+    assert prod_run.get("slurm-stack:index:HealthChecks", "prod-health")
+    assert prod_run.outputs["sshCommand"] == "ssh -p 30022 root@<any-node-address>"
+
+
+@pytest.mark.parametrize("mode", ["embedded", "mariadb-operator"])
+def test_accounting_modes(mode: str) -> None:
+    result = _run_with(lambda c: c["accounting"].update(mode=mode))
+    operator = [r for r in result.resources if r.type.endswith("MariaDB")]
+    assert bool(operator) == (mode == "mariadb-operator")
+    if operator:
+        assert operator[0].protect
+        assert operator[0].inputs["apiVersion"] == "k8s.mariadb.com/v1alpha1"
