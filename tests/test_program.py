@@ -64,7 +64,7 @@ def test_ordering_through_depends_on(dev_run: ProgramRun) -> None:
         return set(by_name(dev_run, kind, name).dependencies)
 
     controller = urn("apps/v1:StatefulSet", "dev-controller")
-    populate = [r for r in kube(dev_run, "batch/v1:Job") if "populate" in r.name][0].urn
+    populate = next(r for r in kube(dev_run, "batch/v1:Job") if "populate" in r.name).urn
     assert urn("apps/v1:StatefulSet", "dev-mariadb") in depends(
         "apps/v1:Deployment", "dev-accounting"
     )
