@@ -6,16 +6,17 @@ from slurm_stack.k8s.common import (
     auth_mounts,
     auth_sidecars,
     auth_volumes,
+    cluster_ip_service,
     container,
     env,
     image_pull,
     metadata,
     non_root,
     placement,
-    pvc,
     resources,
     selector_labels,
     tcp_probe,
+    volume_claim,
 )
 from slurm_stack.render import database_endpoint
 from slurm_stack.spec.models import ClusterSpec
@@ -41,24 +42,13 @@ def db_claim_name(spec: ClusterSpec) -> str:
 def db_pvc(spec: ClusterSpec) -> Manifest:
     """The embedded MariaDB's data volume."""
     volume = spec.accounting.embedded.volume
-    return pvc(
-        spec,
-        db_claim_name(spec),
-        DB_COMPONENT,
-        size=volume.size,
-        storage_class=volume.storage_class,
-    )
+    return volume_claim(spec, db_claim_name(spec), DB_COMPONENT, volume)
 
 
 def db_service(spec: ClusterSpec) -> Manifest:
     """The embedded MariaDB's Service."""
-    return {
-        "metadata": metadata(spec, naming.database_name(spec.name), DB_COMPONENT),
-        "spec": {
-            "selector": selector_labels(spec, DB_COMPONENT),
-            "ports": [{"name": "mysql", "port": paths.MYSQL_PORT, "targetPort": "mysql"}],
-        },
-    }
+    name = naming.database_name(spec.name)
+    return cluster_ip_service(spec, name, DB_COMPONENT, "mysql", paths.MYSQL_PORT)
 
 
 def db_statefulset(spec: ClusterSpec) -> Manifest:
@@ -144,13 +134,8 @@ def mariadb_operator_resource(spec: ClusterSpec) -> Manifest:
 
 def slurmdbd_service(spec: ClusterSpec) -> Manifest:
     """The Service slurmctld reaches slurmdbd through."""
-    return {
-        "metadata": metadata(spec, naming.accounting_name(spec.name), COMPONENT),
-        "spec": {
-            "selector": selector_labels(spec, COMPONENT),
-            "ports": [{"name": "slurmdbd", "port": paths.SLURMDBD_PORT, "targetPort": "slurmdbd"}],
-        },
-    }
+    name = naming.accounting_name(spec.name)
+    return cluster_ip_service(spec, name, COMPONENT, "slurmdbd", paths.SLURMDBD_PORT)
 
 
 def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:

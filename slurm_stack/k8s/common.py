@@ -3,7 +3,7 @@
 from typing import Any
 
 from slurm_stack import paths
-from slurm_stack.spec.models import ClusterSpec, Placement, Resources
+from slurm_stack.spec.models import ClusterSpec, Placement, Resources, Volume
 
 Manifest = dict[str, Any]
 
@@ -205,4 +205,22 @@ def config_map(spec: ClusterSpec, name: str, component: str, files: dict[str, st
         "metadata": metadata(spec, name, component, extra_labels={CONFIG_FILES_LABEL: "true"}),
         "immutable": True,
         "data": dict(sorted(files.items())),
+    }
+
+
+def volume_claim(spec: ClusterSpec, name: str, component: str, volume: Volume) -> Manifest:
+    """A ReadWriteOnce claim of the spec's size and storage class."""
+    return pvc(spec, name, component, size=volume.size, storage_class=volume.storage_class)
+
+
+def cluster_ip_service(
+    spec: ClusterSpec, name: str, component: str, port_name: str, port: int
+) -> Manifest:
+    """A ClusterIP Service in front of one component's pods, on one named port."""
+    return {
+        "metadata": metadata(spec, name, component),
+        "spec": {
+            "selector": selector_labels(spec, component),
+            "ports": [{"name": port_name, "port": port, "targetPort": port_name}],
+        },
     }

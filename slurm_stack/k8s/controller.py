@@ -6,16 +6,17 @@ from slurm_stack.k8s.common import (
     auth_mounts,
     auth_sidecars,
     auth_volumes,
+    cluster_ip_service,
     container,
     env,
     image_pull,
     metadata,
     non_root,
     placement,
-    pvc,
     resources,
     selector_labels,
     tcp_probe,
+    volume_claim,
 )
 from slurm_stack.spec.models import ClusterSpec
 
@@ -29,27 +30,13 @@ def state_claim_name(spec: ClusterSpec) -> str:
 
 def state_pvc(spec: ClusterSpec) -> Manifest:
     """The controller's state volume."""
-    volume = spec.controller.state_volume
-    return pvc(
-        spec,
-        state_claim_name(spec),
-        COMPONENT,
-        size=volume.size,
-        storage_class=volume.storage_class,
-    )
+    return volume_claim(spec, state_claim_name(spec), COMPONENT, spec.controller.state_volume)
 
 
 def controller_service(spec: ClusterSpec) -> Manifest:
     """A ClusterIP Service: the stable address in SlurmctldHost and --conf-server."""
-    return {
-        "metadata": metadata(spec, naming.controller_name(spec.name), COMPONENT),
-        "spec": {
-            "selector": selector_labels(spec, COMPONENT),
-            "ports": [
-                {"name": "slurmctld", "port": paths.SLURMCTLD_PORT, "targetPort": "slurmctld"}
-            ],
-        },
-    }
+    name = naming.controller_name(spec.name)
+    return cluster_ip_service(spec, name, COMPONENT, "slurmctld", paths.SLURMCTLD_PORT)
 
 
 def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
