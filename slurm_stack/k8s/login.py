@@ -128,7 +128,10 @@ def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str])
                 "items": [{"key": "sshd_config", "path": "sshd_config"}],
             },
         },
-        {"name": "authorized-keys", "configMap": {"name": config_map, "items": key_items}},
+        # With no keys configured, an empty directory: nobody can log in until keys are set.
+        {"name": "authorized-keys", "configMap": {"name": config_map, "items": key_items}}
+        if key_items
+        else {"name": "authorized-keys", "emptyDir": {"sizeLimit": "1Mi"}},
         {
             "name": "host-keys",
             "secret": {"secretName": host_keys_secret_name(spec), "defaultMode": 0o400},
