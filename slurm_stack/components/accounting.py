@@ -28,6 +28,16 @@ class Accounting(pulumi.ComponentResource):
     ):
         super().__init__("slurm-stack:index:Accounting", name, None, opts)
         database = self._database(name, spec, depends_on)
+        archive_manifest = builders.archive_pvc(spec)
+        if archive_manifest is not None:
+            database.append(
+                register(
+                    PersistentVolumeClaim,
+                    f"{name}-archive",
+                    archive_manifest,
+                    child_options(self, keep=True),
+                )
+            )
         files = accounting_config_files(spec)
         config_name = f"{naming.accounting_name(spec.name)}-config-{content_hash(files)}"
         config = register(

@@ -39,6 +39,19 @@ def db_claim_name(spec: ClusterSpec) -> str:
     return f"{naming.database_name(spec.name)}-data"
 
 
+def archive_claim_name(spec: ClusterSpec) -> str:
+    """Where slurmdbd writes archived records before purging them from the database."""
+    return f"{naming.accounting_name(spec.name)}-archive"
+
+
+def archive_pvc(spec: ClusterSpec) -> Manifest | None:
+    """The archive volume, when purged records are archived."""
+    if not spec.accounting.purge.archive:
+        return None
+    volume = spec.accounting.purge.archive_volume
+    return volume_claim(spec, archive_claim_name(spec), COMPONENT, volume)
+
+
 def db_pvc(spec: ClusterSpec) -> Manifest:
     """The embedded MariaDB's data volume."""
     volume = spec.accounting.embedded.volume
@@ -157,6 +170,11 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
             {"name": "db-password", "mountPath": paths.DB_PASSWORD_DIR, "readOnly": True},
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
             {"name": "spool", "mountPath": paths.SLURMDBD_SPOOL_DIR},
+            *(
+                [{"name": "archive", "mountPath": paths.SLURMDBD_ARCHIVE_DIR}]
+                if spec.accounting.purge.archive
+                else []
+            ),
             *auth_mounts(spec),
         ],
         resources=resources(spec.accounting.resources),
@@ -192,6 +210,18 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                         },
                         {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
                         {"name": "spool", "emptyDir": {}},
+                        *(
+                            [
+                                {
+                                    "name": "archive",
+                                    "persistentVolumeClaim": {
+                                        "claimName": archive_claim_name(spec)
+                                    },
+                                }
+                            ]
+                            if spec.accounting.purge.archive
+                            else []
+                        ),
                         *auth_volumes(spec),
                     ],
                 },

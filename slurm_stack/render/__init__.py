@@ -38,7 +38,9 @@ def login_config_files(spec: ClusterSpec) -> dict[str, str]:
 
 
 def accounting_config_files(spec: ClusterSpec) -> dict[str, str]:
-    """slurmdbd.conf (without the password)."""
+    """slurmdbd.conf (without the password); none when accounting is off."""
+    if not spec.accounting.enabled:
+        return {}
     return {"slurmdbd.conf": render_slurmdbd_conf(spec)}
 
 

@@ -47,7 +47,7 @@ def render_slurmdbd_conf(spec: ClusterSpec) -> str:
         db=database_endpoint(spec),
         purge=purge_settings,
         archive=purge.archive,
-        archive_dir=f"{paths.SLURMDBD_SPOOL_DIR}/archive",
+        archive_dir=paths.SLURMDBD_ARCHIVE_DIR,
     )
 
 

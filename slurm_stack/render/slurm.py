@@ -5,9 +5,9 @@ from dataclasses import dataclass
 from slurm_stack import naming, paths
 from slurm_stack.render.environment import render_template
 from slurm_stack.spec.fields import key_of
-from slurm_stack.spec.models import ClusterSpec, WorkerPool
+from slurm_stack.spec.models import ClusterSpec, MemorySubmount, WorkerPool
 from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
-from slurm_stack.spec.versions import at_least
+from slurm_stack.spec.versions import at_least, key_problem
 
 # Share of a pool's memory limit offered to jobs; the rest is left to slurmd, sshd and the OS.
 JOB_MEMORY_SHARE = 0.95
@@ -32,6 +32,9 @@ class SubmountBind:
 def render_slurm_conf(spec: ClusterSpec) -> str:
     """slurm.conf for configless dynamic nodes: its size does not depend on node counts."""
     extra = list(spec.controller.slurm_conf_extra)
+    for line in extra:
+        if problem := key_problem(key_of(line), spec.slurm_version):
+            raise ValueError(f"controller.slurmConfExtra {line!r}: {problem}")
     overridden = {key_of(line).lower() for line in extra}
 
     def keep(settings: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -106,7 +109,7 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                 ("SelectTypeParameters", scheduler.select_type_parameters),
                 *([("GresTypes", "gpu")] if spec.gpu_pools else []),
                 ("ProctrackType", "proctrack/cgroup" if enforce else "proctrack/linuxproc"),
-                ("TaskPlugin", "task/cgroup,task/affinity" if enforce else "task/affinity"),
+                ("TaskPlugin", "task/affinity,task/cgroup" if enforce else "task/affinity"),
                 (
                     "JobAcctGatherType",
                     "jobacct_gather/cgroup" if enforce else "jobacct_gather/linux",
@@ -204,7 +207,12 @@ def node_conf(pool: WorkerPool) -> str:
     extra_keys = {key_of(line).lower() for line in pool.node_conf_extra}
     memory = pool.resources.limits.get("memory") or pool.resources.requests.get("memory")
     if memory and "realmemory" not in extra_keys:
-        parts.append(f"RealMemory={int(to_mebibytes(memory) * JOB_MEMORY_SHARE)}")
+        # In-memory submounts take their size out of the same pod memory limit.
+        ram_disks = sum(
+            to_mebibytes(s.size_limit) for s in pool.submounts if isinstance(s, MemorySubmount)
+        )
+        usable = int(to_mebibytes(memory) * JOB_MEMORY_SHARE) - ram_disks
+        parts.append(f"RealMemory={max(usable, 1)}")
     cpu = pool.resources.limits.get("cpu")
     if cpu and "cpus" not in extra_keys:
         cpus = parse_quantity(cpu)

@@ -1,11 +1,12 @@
 """Spec errors that name the offending stack config key and say what would be valid."""
 
+import re
 from dataclasses import dataclass
 
 CONFIG_KEY = "slurm-stack:cluster"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class SpecIssue:
     """One invalid value: where it is (path below the config key) and what is wrong."""
 
@@ -22,7 +23,7 @@ class SpecError(ValueError):
     """Raised with every issue found in one pass over the stack config."""
 
     def __init__(self, issues: list[SpecIssue], config_key: str = CONFIG_KEY):
-        self.issues = sorted(set(issues))
+        self.issues = sorted(set(issues), key=_natural_order)
         self.config_key = config_key
         lines = "\n".join(f"  {issue.render(config_key)}" for issue in self.issues)
         count = len(self.issues)
@@ -40,3 +41,10 @@ def join_path(*parts: str | int) -> str:
         else:
             text += f".{part}" if text else part
     return text
+
+
+def _natural_order(issue: SpecIssue) -> tuple[list[tuple[int, int | str]], str]:
+    """workerPools[2] before workerPools[10]."""
+    parts = re.split(r"(\d+)", issue.path)
+    key = [(1, int(part)) if part.isdigit() else (0, part) for part in parts]
+    return key, issue.message

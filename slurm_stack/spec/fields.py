@@ -16,6 +16,8 @@ _IMAGE_REF = re.compile(
     r"^(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
     r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[a-f0-9]{64}))?$"
 )
+# Partition keys the partition line itself carries.
+OWNED_PARTITION_KEYS = ("PartitionName", "Nodes", "Default", "MaxTime", "State")
 _SSH_KEY_TYPES = (
     "ssh-ed25519",
     "ssh-rsa",
@@ -33,6 +35,20 @@ def dns_label(value: str) -> str:
         raise ValueError(
             f"{value!r} is not a DNS label: use 1-63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
+        )
+    return value
+
+
+MAX_CLUSTER_NAME = 30
+
+
+def cluster_name(value: str) -> str:
+    """A DNS label short enough that every derived object name fits 63 characters."""
+    dns_label(value)
+    if len(value) > MAX_CLUSTER_NAME:
+        raise ValueError(
+            f"{value!r} is {len(value)} characters long; use at most {MAX_CLUSTER_NAME} "
+            "characters so that derived object names fit Kubernetes' 63-character limit"
         )
     return value
 
@@ -122,15 +138,30 @@ def cron_schedule(value: str) -> str:
     return value
 
 
+def partition_option(value: str) -> str:
+    """A partition option that does not repeat what the partition line already carries."""
+    value = slurm_key_value(value)
+    owned = {key.lower(): key for key in OWNED_PARTITION_KEYS}
+    key = key_of(value).lower()
+    if key in owned:
+        raise ValueError(
+            f"{owned[key]} is set from the partition's own fields (name, pools, default, "
+            "maxTime), not options"
+        )
+    return value
+
+
 def key_of(line: str) -> str:
     """The key of a 'Key=Value' or 'Keyword value' line."""
     return re.split(r"[=\s]", line.strip(), maxsplit=1)[0]
 
 
 DnsLabel = Annotated[str, AfterValidator(dns_label)]
+ClusterName = Annotated[str, AfterValidator(cluster_name)]
 Quantity = Annotated[str, AfterValidator(quantity)]
 AbsolutePath = Annotated[str, AfterValidator(absolute_path)]
 SlurmKeyValue = Annotated[str, AfterValidator(slurm_key_value)]
+PartitionOption = Annotated[str, AfterValidator(partition_option)]
 SshdLine = Annotated[str, AfterValidator(sshd_line)]
 GresType = Annotated[str, AfterValidator(gres_type)]
 ImageRef = Annotated[str, AfterValidator(image_ref)]

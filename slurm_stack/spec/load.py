@@ -55,8 +55,11 @@ def _strip_union_tags(loc: tuple[Any, ...]) -> list[Any]:
     parts: list[Any] = []
     model: Any = ClusterSpec
     for part in loc:
+        if part == "[key]":  # pydantic's marker for an invalid mapping key
+            continue
         step = _step(model, part)
         if step is _UNION_TAG:
+            model = _union_member(model, part)
             continue
         parts.append(part)
         model = step

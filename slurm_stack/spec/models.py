@@ -7,17 +7,19 @@ the tree live in `slurm_stack.spec.rules`, so every error is reported in one pas
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from slurm_stack.spec.fields import (
     AbsolutePath,
     Cidr,
+    ClusterName,
     CronSchedule,
     DnsLabel,
     GresType,
     ImageRef,
     ImageTag,
+    PartitionOption,
     Quantity,
     SlurmKeyValue,
     SshdLine,
@@ -35,7 +37,12 @@ class SpecModel(BaseModel):
     """Base for every spec model: camelCase keys, unknown keys rejected, immutable."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        # "yes" is not True and "2" is not 2: relational rules read the same values.
+        strict=True,
     )
 
 
@@ -165,6 +172,16 @@ class Login(SpecModel):
     )
     placement: Placement = Field(default_factory=Placement)
 
+    @field_validator("users")
+    @classmethod
+    def _distinct_users(cls, users: list[LoginUser]) -> list[LoginUser]:
+        names = [user.name for user in users]
+        if "root" in names:
+            raise ValueError("root's keys go in rootAuthorizedKeys, not users")
+        if duplicates := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"user names must be unique: {', '.join(duplicates)} repeated")
+        return users
+
 
 SubmountName = Annotated[DnsLabel, Field(max_length=50)]
 
@@ -253,12 +270,21 @@ class Partition(SpecModel):
     """A Slurm partition over some pools (all pools when `pools` is omitted)."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")]
-    pools: list[str] | None = None
+    pools: list[str] | None = Field(default=None, min_length=1)
     default: bool = False
     max_time: Annotated[str, Field(pattern=r"^(UNLIMITED|INFINITE|\d+(-\d+)?(:\d+){0,2})$")] = (
         "UNLIMITED"
     )
-    options: list[SlurmKeyValue] = Field(default_factory=list)
+    options: list[PartitionOption] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _not_default(cls, name: str) -> str:
+        if name.lower() == "default":
+            raise ValueError(
+                "'DEFAULT' (any case) sets defaults for all partitions in Slurm; pick another name"
+            )
+        return name
 
 
 class PopulateJail(SpecModel):
@@ -328,6 +354,7 @@ class Purge(SpecModel):
     steps_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
     events_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
     archive: bool = False
+    archive_volume: Volume = Field(default_factory=lambda: Volume(size="20Gi"))
 
 
 class Accounting(SpecModel):
@@ -391,7 +418,7 @@ class Cgroups(SpecModel):
 class ClusterSpec(SpecModel):
     """A whole Slurm-on-Kubernetes cluster: the `slurm-stack:cluster` stack config value."""
 
-    name: Annotated[DnsLabel, Field(max_length=30)]
+    name: ClusterName
     namespace: DnsLabel = "slurm"
     slurm_version: SlurmVersion = DEFAULT_VERSION
     auth: Literal["munge", "slurm"] = "munge"
@@ -406,6 +433,15 @@ class ClusterSpec(SpecModel):
     accounting: Accounting = Field(default_factory=Accounting)
     health_checks: HealthChecks = Field(default_factory=HealthChecks)
     cgroups: Cgroups = Field(default_factory=Cgroups)
+
+    @field_validator("slurm_version", mode="before")
+    @classmethod
+    def _quoted_version(cls, value: object) -> object:
+        if isinstance(value, float | int):
+            raise ValueError(
+                f'{value} was read as a number; quote it in YAML: slurmVersion: "{value}"'
+            )
+        return value
 
     @property
     def gpu_pools(self) -> list[WorkerPool]:

@@ -20,6 +20,16 @@ OWNED_SLURM_CONF_KEYS = {
     for key, where in {
         "ClusterName": "cluster.name",
         "SlurmctldHost": "the controller Service",
+        "SlurmctldPort": "slurm-stack (Services and probes use 6817)",
+        "SlurmdPort": "slurm-stack (Services and probes use 6818)",
+        "SlurmUser": "slurm-stack (the images' slurm user)",
+        "SlurmdUser": "slurm-stack (root)",
+        "SlurmdSpoolDir": "slurm-stack (the jail plugin binds it)",
+        "SlurmctldPidFile": "slurm-stack",
+        "SlurmdPidFile": "slurm-stack",
+        "PlugStackConfig": "slurm-stack (the jail plugin)",
+        "AccountingStoragePort": "slurm-stack (the slurmdbd Service uses 6819)",
+        "SchedulerParameters": "controller.scheduler.parameters",
         "AuthType": "cluster.auth",
         "CredType": "cluster.auth",
         "SlurmctldParameters": "slurm-stack (configless + dynamic nodes)",
@@ -43,7 +53,14 @@ OWNED_SLURM_CONF_KEYS = {
 }
 
 # --conf keys a dynamic node gets from its pool's fields.
-OWNED_NODE_CONF_KEYS = {"feature": "features", "gres": "gpus / gpuType", "weight": "weight"}
+OWNED_NODE_CONF_KEYS = {
+    "feature": "the pool's features",
+    "gres": "the pool's gpus / gpuType",
+    "weight": "the pool's weight",
+    "nodename": "the pod's hostname",
+    "nodehostname": "the pod's hostname",
+    "nodeaddr": "the pod's address",
+}
 
 # sshd_config keywords that carry the login chroot and key handling.
 OWNED_SSHD_KEYWORDS = {
@@ -95,8 +112,12 @@ def _version(raw: Raw) -> str:
 def unique_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     """Pools and partitions are each named once."""
     for section in ("workerPools", "partitions"):
-        named = [(i, _get(item, "name")) for i, item in _items(raw, section)]
-        counts = Counter(name for _, name in named if isinstance(name, str))
+        named = [
+            (i, name)
+            for i, item in _items(raw, section)
+            if isinstance(name := _get(item, "name"), str)
+        ]
+        counts = Counter(name for _, name in named)
         for i, name in named:
             if counts.get(name, 0) > 1:
                 yield SpecIssue(join_path(section, i, "name"), f"{name!r} is used more than once")
@@ -122,6 +143,20 @@ def pool_names_fit(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                 f"{name!r} is too long for cluster {cluster!r}: at most {room} characters "
                 f"('{cluster}-<pool>' must fit {MAX_STATEFULSET_NAME})",
             )
+
+
+def features_are_not_pool_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """A pool's extra feature may not be another pool's name (NodeSets select by feature)."""
+    pools = {n for _, p in _items(raw, "workerPools") if isinstance(n := _get(p, "name"), str)}
+    for i, pool in _items(raw, "workerPools"):
+        features = _get(pool, "features", [])
+        for j, feature in enumerate(features if isinstance(features, list) else []):
+            if isinstance(feature, str) and feature in pools and feature != _get(pool, "name"):
+                yield SpecIssue(
+                    join_path("workerPools", i, "features", j),
+                    f"{feature!r} is another pool's name; its NodeSet would take this pool's "
+                    "nodes too",
+                )
 
 
 def partitions_know_their_pools(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
@@ -202,7 +237,7 @@ def owned_lines_not_overridden(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             if key in OWNED_NODE_CONF_KEYS:
                 yield SpecIssue(
                     join_path("workerPools", i, "nodeConfExtra", j),
-                    f"{key_of(line)} comes from the pool's {OWNED_NODE_CONF_KEYS[key]}",
+                    f"{key_of(line)} comes from {OWNED_NODE_CONF_KEYS[key]}",
                 )
     extras = _get(_get(raw, "login", {}), "sshdExtra", [])
     for j, line in enumerate(extras if isinstance(extras, list) else []):
@@ -227,7 +262,7 @@ def submounts_do_not_collide(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     seen: set[str] = set()
     for group in groups:
         for field in ("name", "mountPath"):
-            counts = Counter(_get(s, field) for _, s in group)
+            counts = Counter(v for _, s in group if isinstance(v := _get(s, field), str))
             for path, submount in group:
                 value = _get(submount, field)
                 where = join_path(path, field)
@@ -257,6 +292,8 @@ def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
         thresholds = {"a100": 0, "h100": 0, "h200": 0, "b200": 0}
     for i, pool in gpu_pools:
         gpu_type = _get(pool, "gpuType")
+        if gpu_type is not None and not isinstance(gpu_type, str):
+            continue  # a type error, reported by the model
         if gpu_type is None:
             yield SpecIssue(
                 join_path("workerPools", i, "gpuType"),
@@ -267,7 +304,7 @@ def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             yield SpecIssue(
                 "healthChecks.nccl.thresholdsGbps",
                 f"no bus-bandwidth threshold for gpuType {gpu_type!r} "
-                f"(workerPools[{i}]); known: {', '.join(sorted(thresholds))}",
+                f"(workerPools[{i}]); known: {', '.join(sorted(map(str, thresholds))) or '(none)'}",
             )
 
 
@@ -290,6 +327,7 @@ def external_db_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
 RULES: tuple[Rule, ...] = (
     unique_names,
     pool_names_fit,
+    features_are_not_pool_names,
     partitions_know_their_pools,
     node_count_fits,
     version_specific_options,
