@@ -1,0 +1,1159 @@
+"""Spec loading: valid stack configs fill defaults; invalid ones name every bad key at once."""
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from slurm_stack.spec import Partition, SpecError, load_spec
+from slurm_stack.spec.models import (
+    MARIADB_IMAGE,
+    EmptyDirSubmount,
+    HostPathSubmount,
+    MemorySubmount,
+    PvcSubmount,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "slurm-stack:cluster"
+
+ED25519 = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGqyBO8cZ1qbBKq1WLHVpAMsT5t7dfBZb5CmG0r0lMb2 admin@example"
+)
+
+MINIMAL: dict[str, Any] = {
+    "name": "mini",
+    "jail": {"storageClass": "nfs"},
+    "workerPools": [{"name": "cpu"}],
+}
+
+# A production-like cluster: two 8-GPU pools, external accounting, NodePort login,
+# submounts of every type, explicit partitions.
+FULL: dict[str, Any] = {
+    "name": "prod",
+    "namespace": "hpc",
+    "slurmVersion": "26.05",
+    "images": {
+        "registry": "registry.example.com/slurm-stack",
+        "tag": "26.05-0.1.0",
+        "pullSecrets": ["registry-credentials"],
+        "jail": "registry.example.com/jails/ubuntu@sha256:" + "ab" * 32,
+    },
+    "controller": {
+        "maxNodeCount": 64,
+        "metrics": {"enabled": True},
+        "slurmConfExtra": ["MaxJobCount=100000", "PrologTimeout=300"],
+    },
+    "login": {
+        "replicas": 2,
+        "service": {"type": "NodePort", "nodePort": 30022},
+        "rootAuthorizedKeys": [ED25519],
+        "users": [{"name": "alice", "authorizedKeys": [ED25519]}],
+        "sshdExtra": ["MaxSessions 50"],
+    },
+    "workerPools": [
+        {
+            "name": "h100",
+            "replicas": 16,
+            "gpus": 8,
+            "gpuType": "h100",
+            "features": ["ib", "nvlink"],
+            "resources": {
+                "requests": {"cpu": "120", "memory": "1800Gi"},
+                "limits": {"cpu": "120", "memory": "1800Gi"},
+            },
+            "submounts": [
+                {
+                    "type": "emptyDir",
+                    "name": "tmp",
+                    "mountPath": "/local/tmp",
+                    "sizeLimit": "100Gi",
+                },
+                {"type": "memory", "name": "ramdisk", "mountPath": "/ramdisk", "sizeLimit": "64Gi"},
+                {
+                    "type": "hostPath",
+                    "name": "nvme",
+                    "mountPath": "/scratch",
+                    "hostPath": "/mnt/nvme/scratch",
+                },
+            ],
+        },
+        {
+            "name": "h200",
+            "replicas": 8,
+            "gpus": 8,
+            "gpuType": "h200",
+            "submounts": [
+                {
+                    "type": "pvc",
+                    "name": "cache",
+                    "mountPath": "/cache",
+                    "size": "2Ti",
+                    "storageClass": "local-nvme",
+                }
+            ],
+        },
+    ],
+    "partitions": [
+        {
+            "name": "gpu",
+            "default": True,
+            "maxTime": "7-00:00:00",
+            "options": ["DefMemPerGPU=200000"],
+        },
+        {"name": "h100", "pools": ["h100"], "maxTime": "2-00:00:00"},
+    ],
+    "jail": {
+        "storageClass": "cephfs",
+        "size": "10Ti",
+        "submounts": [
+            {
+                "type": "pvc",
+                "name": "datasets",
+                "mountPath": "/datasets",
+                "existingClaim": "shared-datasets",
+                "readOnly": True,
+            }
+        ],
+    },
+    "accounting": {
+        "mode": "external",
+        "external": {
+            "host": "mysql.databases.svc",
+            "passwordSecret": {"name": "slurm-db", "key": "password"},
+        },
+        "purge": {"jobsAfter": "24month"},
+    },
+}
+
+
+def dev_raw() -> dict[str, Any]:
+    """The repo's dev stack: `slurm-stack:cluster` from Pulumi.dev.yaml."""
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    return document["config"][KEY]
+
+
+# --------------------------------------------------------------------------- valid configs
+
+
+def test_minimal_spec_fills_defaults():
+    spec = load_spec(copy.deepcopy(MINIMAL))
+
+    assert spec.name == "mini"
+    assert spec.namespace == "slurm"
+    assert spec.slurm_version == "26.05"
+    assert spec.auth == "munge"
+    # Images: <registry>/<component>:<slurmVersion>-<revision>; mariadb pinned upstream.
+    assert spec.image("controller") == "ghcr.io/slurm-stack/controller:26.05-0.1.0"
+    assert spec.image("worker") == "ghcr.io/slurm-stack/worker:26.05-0.1.0"
+    assert spec.image("jail") == "ghcr.io/slurm-stack/jail:26.05-0.1.0"
+    assert spec.image("mariadb") == MARIADB_IMAGE == "docker.io/library/mariadb:11.8.3"
+    assert spec.images.pull_policy == "IfNotPresent"
+    # Controller
+    assert spec.controller.max_node_count == 1024
+    assert spec.controller.state_volume.size == "10Gi"
+    assert spec.controller.scheduler.type == "sched/backfill"
+    assert spec.controller.scheduler.select_type_parameters == "CR_Core_Memory"
+    assert spec.controller.metrics.enabled is False
+    assert spec.controller.slurm_conf_extra == []
+    # Login
+    assert spec.login.replicas == 1
+    assert spec.login.service.type == "LoadBalancer"
+    assert spec.login.service.port == 22
+    assert spec.login.service.node_port is None
+    # The pool
+    (pool,) = spec.worker_pools
+    assert (pool.name, pool.replicas, pool.gpus, pool.gpu_type) == ("cpu", 1, 0, None)
+    assert pool.weight == 1
+    assert pool.shm_size == "16Gi"
+    assert pool.drain_timeout_seconds == 300
+    assert pool.resources.requests == {"cpu": "1", "memory": "1Gi"}
+    assert pool.resources.limits == {}
+    assert spec.gpu_pools == []
+    # Partitions: none configured -> one default partition over all pools.
+    assert spec.partitions == []
+    assert spec.effective_partitions == [
+        Partition(name="main", pools=None, default=True, max_time="UNLIMITED")
+    ]
+    # Jail, accounting, health checks, cgroups
+    assert spec.jail.storage_class == "nfs"
+    assert spec.jail.existing_claim is None
+    assert spec.jail.size == "100Gi"
+    assert spec.accounting.enabled is True
+    assert spec.accounting.mode == "embedded"
+    assert spec.accounting.embedded.volume.size == "20Gi"
+    assert spec.health_checks.quick.enabled is True
+    assert spec.health_checks.quick.interval_seconds == 300
+    assert spec.health_checks.quick.node_states == ["ANY"]
+    assert spec.health_checks.nccl.enabled is None
+    assert spec.nccl_enabled is False  # no GPU pool -> the NCCL benchmark is off
+    assert spec.cgroups.enforce is False
+
+
+def test_effective_default_partition_covers_every_pool():
+    raw = copy.deepcopy(MINIMAL)
+    raw["workerPools"] = [{"name": "a"}, {"name": "b"}, {"name": "c"}]
+    spec = load_spec(raw)
+    (partition,) = spec.effective_partitions
+    assert partition.name == "main"
+    assert partition.default is True
+    assert partition.pools is None  # None = every pool
+
+
+def test_first_partition_becomes_default_when_none_is_marked():
+    raw = copy.deepcopy(MINIMAL)
+    raw["workerPools"] = [{"name": "a"}, {"name": "b"}]
+    raw["partitions"] = [{"name": "short", "pools": ["a"]}, {"name": "long"}]
+    spec = load_spec(raw)
+    assert [(p.name, p.default) for p in spec.effective_partitions] == [
+        ("short", True),
+        ("long", False),
+    ]
+    # The configured partitions themselves are untouched.
+    assert [p.default for p in spec.partitions] == [False, False]
+
+
+def test_full_production_spec():
+    spec = load_spec(copy.deepcopy(FULL))
+
+    assert [pool.name for pool in spec.gpu_pools] == ["h100", "h200"]
+    assert all(pool.gpus == 8 for pool in spec.gpu_pools)
+    assert spec.nccl_enabled is True  # GPU pools -> on by default
+    assert spec.health_checks.nccl.thresholds_gbps["h100"] == 350.0
+    # Image tag and registry apply to every project image; an explicit ref wins.
+    assert spec.image("worker") == "registry.example.com/slurm-stack/worker:26.05-0.1.0"
+    assert spec.image("jail") == FULL["images"]["jail"]
+    # External accounting with a Secret for the password.
+    assert spec.accounting.mode == "external"
+    assert spec.accounting.external.host == "mysql.databases.svc"
+    assert spec.accounting.external.port == 3306
+    assert spec.accounting.external.user == "slurm"
+    assert spec.accounting.external.database == "slurm_acct_db"
+    assert spec.accounting.external.password_secret is not None
+    assert spec.accounting.external.password_secret.key == "password"
+    assert spec.accounting.purge.jobs_after == "24month"
+    assert spec.accounting.purge.steps_after is None
+    # NodePort login
+    assert spec.login.service.type == "NodePort"
+    assert spec.login.service.node_port == 30022
+    assert spec.login.users[0].authorized_keys == [ED25519]
+    # Submounts of every type, parsed into their own models.
+    h100, h200 = spec.worker_pools
+    assert [type(s) for s in h100.submounts] == [
+        EmptyDirSubmount,
+        MemorySubmount,
+        HostPathSubmount,
+    ]
+    assert h100.submounts[2].read_only is False
+    (cache,) = h200.submounts
+    assert isinstance(cache, PvcSubmount)
+    assert (cache.size, cache.existing_claim) == ("2Ti", None)
+    (datasets,) = spec.jail.submounts
+    assert isinstance(datasets, PvcSubmount)
+    assert (datasets.existing_claim, datasets.read_only) == ("shared-datasets", True)
+    # Partitions as configured: one is already the default.
+    assert spec.effective_partitions == spec.partitions
+    assert [(p.name, p.default, p.pools) for p in spec.partitions] == [
+        ("gpu", True, None),
+        ("h100", False, ["h100"]),
+    ]
+    assert spec.partitions[0].options == ["DefMemPerGPU=200000"]
+    assert spec.controller.metrics.enabled is True
+
+
+def test_dev_stack_config_loads():
+    spec = load_spec(dev_raw())
+
+    assert spec.name == "dev"
+    assert spec.namespace == "slurm-dev"
+    assert spec.slurm_version == "26.05"
+    assert spec.image("controller") == "localhost/slurm-stack/controller:26.05-0.1.0"
+    assert spec.login.service.type == "NodePort"
+    assert spec.login.service.node_port == 30022
+    assert [u.name for u in spec.login.users] == ["alice"]
+    (pool,) = spec.worker_pools
+    assert (pool.name, pool.replicas, pool.gpus) == ("cpu", 2, 0)
+    assert pool.resources.limits == {"cpu": "2", "memory": "2Gi"}
+    assert [s.mount_path for s in pool.submounts] == ["/scratch"]
+    assert spec.nccl_enabled is False
+    assert [(p.name, p.default, p.max_time) for p in spec.effective_partitions] == [
+        ("main", True, "1-00:00:00")
+    ]
+    assert spec.jail.storage_class == "standard"
+    assert spec.accounting.mode == "embedded"
+    assert spec.accounting.embedded.volume.size == "2Gi"
+
+
+def test_version_24_11_changes_default_image_tags():
+    raw = copy.deepcopy(MINIMAL) | {"slurmVersion": "24.11"}
+    spec = load_spec(raw)
+    assert spec.image("worker") == "ghcr.io/slurm-stack/worker:24.11-0.1.0"
+
+
+def test_nccl_can_be_turned_off_for_gpu_pools_without_a_gpu_type():
+    raw = copy.deepcopy(MINIMAL)
+    raw["workerPools"] = [{"name": "gpu", "gpus": 4}]
+    raw["healthChecks"] = {"nccl": {"enabled": False}}
+    spec = load_spec(raw)
+    assert spec.nccl_enabled is False
+    assert spec.worker_pools[0].gpu_type is None
+
+
+def test_snake_case_keys_are_accepted_too():
+    raw = {
+        "name": "mini",
+        "jail": {"storage_class": "nfs"},
+        "worker_pools": [{"name": "cpu", "shm_size": "1Gi"}],
+    }
+    spec = load_spec(raw)
+    assert spec.worker_pools[0].shm_size == "1Gi"
+
+
+def test_spec_is_immutable():
+    spec = load_spec(copy.deepcopy(MINIMAL))
+    with pytest.raises(ValueError):
+        spec.name = "other"  # type: ignore[misc]
+
+
+def test_loader_does_not_modify_its_input():
+    raw = copy.deepcopy(FULL)
+    load_spec(raw)
+    assert raw == FULL
+
+
+@pytest.mark.parametrize("raw", [None, "name: dev", ["a"], 3])
+def test_non_object_config_is_one_error_at_the_config_key(raw):
+    with pytest.raises(SpecError) as info:
+        load_spec(raw)
+    assert [issue.path for issue in info.value.issues] == [""]
+    assert str(info.value).endswith(
+        f"\n  {KEY}: must be an object (set it in Pulumi.<stack>.yaml under config)"
+    )
+
+
+def test_config_key_is_configurable():
+    with pytest.raises(SpecError) as info:
+        load_spec({"jail": {"storageClass": "x"}, "workerPools": [{"name": "a"}]}, config_key="k:c")
+    assert "\n  k:c.name: required" in str(info.value)
+    assert info.value.config_key == "k:c"
+
+
+# --------------------------------------------------------------------------- invalid configs
+
+# Every row of the table mutates this valid base. Pool 0 is a CPU pool, pool 1 a GPU pool.
+BASE: dict[str, Any] = {
+    "name": "prod",
+    "jail": {"storageClass": "cephfs"},
+    "workerPools": [
+        {"name": "cpu", "replicas": 2},
+        {"name": "gpu", "replicas": 2, "gpus": 8, "gpuType": "h100"},
+    ],
+    "partitions": [
+        {"name": "batch", "default": True},
+        {"name": "gpu", "pools": ["gpu"]},
+    ],
+}
+
+DELETE = object()
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _tokens(path: str) -> list[str | int]:
+    return [name if name else int(index) for name, index in _TOKEN.findall(path)]
+
+
+def mutate(raw: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """Apply {'workerPools[1].gpus': 99, 'jail.storageClass': DELETE, …} to a copy of raw."""
+    raw = copy.deepcopy(raw)
+    for path, value in changes.items():
+        *parents, last = _tokens(path)
+        node: Any = raw
+        for token in parents:
+            node = node.setdefault(token, {}) if isinstance(token, str) else node[token]
+        if value is DELETE:
+            del node[last]
+        else:
+            node[last] = copy.deepcopy(value)
+    return raw
+
+
+def test_base_is_valid():
+    load_spec(copy.deepcopy(BASE))
+
+
+def _pvc(name="s", path="/s", **extra):
+    return {"type": "pvc", "name": name, "mountPath": path, **extra}
+
+
+def _empty(name="s", path="/s"):
+    return {"type": "emptyDir", "name": name, "mountPath": path}
+
+
+P = pytest.param
+
+
+def bad(changes: dict[str, Any], path: str, fragment: str, count: int = 1, *, id: str, marks=()):
+    """One row: mutation of BASE, issue path below the config key, message fragment, count."""
+    return pytest.param(changes, path, fragment, count, id=id, marks=marks)
+
+
+INVALID = [
+    # ---- relational rules (rules.py)
+    bad(
+        {"partitions[1].pools": ["gpu", "tpu"]},
+        "partitions[1].pools[1]",
+        "unknown pool 'tpu'; defined pools: cpu, gpu",
+        id="partition-unknown-pool",
+    ),
+    bad(
+        {"workerPools[1].name": "cpu", "partitions[1].pools": ["cpu"]},
+        "workerPools[1].name",
+        "'cpu' is used more than once",
+        2,
+        id="duplicate-pool-name",
+    ),
+    bad(
+        {"partitions[1].name": "batch"},
+        "partitions[1].name",
+        "'batch' is used more than once",
+        2,
+        id="duplicate-partition-name",
+    ),
+    bad(
+        {"partitions[1].default": True},
+        "partitions[1].default",
+        "only one partition may be the default; partitions[0] already is",
+        id="two-default-partitions",
+    ),
+    bad(
+        {"workerPools[0].name": "login"},
+        "workerPools[0].name",
+        "'login' is reserved for another workload; reserved names: accounting, config,",
+        id="reserved-pool-name-login",
+    ),
+    bad(
+        {"workerPools[0].name": "populate-jail"},
+        "workerPools[0].name",
+        "'populate-jail' is reserved",
+        id="reserved-pool-name-populate-jail",
+    ),
+    bad(
+        {"name": "c" * 30, "workerPools[0].name": "p" * 22},
+        "workerPools[0].name",
+        f"is too long for cluster {'c' * 30!r}: at most 21 characters",
+        id="pool-name-too-long-for-cluster",
+    ),
+    bad(
+        {"controller.maxNodeCount": 10, "workerPools[0].replicas": 8, "workerPools[1].replicas": 3},
+        "controller.maxNodeCount",
+        "10 is less than the 11 worker replicas of all pools; raise it to at least 11",
+        id="replicas-exceed-max-node-count",
+    ),
+    bad(
+        {"controller.maxNodeCount": 2, "workerPools[0].replicas": DELETE},
+        "controller.maxNodeCount",
+        "2 is less than the 3 worker replicas",  # a pool without replicas counts 1
+        id="default-replicas-count-toward-max-node-count",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "controller.metrics.enabled": True},
+        "controller.metrics.enabled",
+        "the metrics endpoint needs Slurm 25.11 or newer; slurmVersion is 24.11",
+        id="metrics-on-24.11",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount=5", "JobContainerType=job_container/tmpfs"]},
+        "controller.slurmConfExtra[1]",
+        "JobContainerType was removed in Slurm 25.11; use NamespaceType",
+        id="removed-key-JobContainerType-on-26.05",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["PrologEpilogTimeout=120"]},
+        "controller.slurmConfExtra[0]",
+        "PrologEpilogTimeout was removed in Slurm 25.05; use PrologTimeout and EpilogTimeout",
+        id="removed-key-PrologEpilogTimeout-on-26.05",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "controller.slurmConfExtra": ["MetricsType=metrics/openmetrics"]},
+        "controller.slurmConfExtra[0]",
+        "MetricsType needs Slurm 25.11 or newer (slurmVersion is 24.11)",
+        id="new-key-MetricsType-on-24.11",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "controller.slurmConfExtra": ["PrologTimeout=60"]},
+        "controller.slurmConfExtra[0]",
+        "PrologTimeout needs Slurm 25.05 or newer (slurmVersion is 24.11)",
+        id="new-key-PrologTimeout-on-24.11",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "controller.slurmConfExtra": ["namespacetype=namespace/tmpfs"]},
+        "controller.slurmConfExtra[0]",
+        "NamespaceType needs Slurm 25.11 or newer",
+        id="new-key-NamespaceType-on-24.11-any-case",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["ClusterName=other"]},
+        "controller.slurmConfExtra[0]",
+        "ClusterName is set by slurm-stack; configure it through cluster.name",
+        id="owned-slurm-conf-key-ClusterName",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["NodeName=gpu-[0-3] CPUs=4"]},
+        "controller.slurmConfExtra[0]",
+        "NodeName is set by slurm-stack; configure it through workerPools (dynamic nodes)",
+        id="owned-slurm-conf-key-NodeName",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["selecttype=select/linear"]},
+        "controller.slurmConfExtra[0]",
+        "selecttype is set by slurm-stack; configure it through slurm-stack (select/cons_tres)",
+        id="owned-slurm-conf-key-any-case",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MetricsType=metrics/openmetrics"]},
+        "controller.slurmConfExtra[0]",
+        "MetricsType is set by slurm-stack; configure it through controller.metrics.enabled",
+        id="owned-slurm-conf-key-MetricsType-on-26.05",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["CoreSpecCount=2", "Feature=fast"]},
+        "workerPools[0].nodeConfExtra[1]",
+        "Feature comes from the pool's features",
+        id="owned-node-conf-Feature",
+    ),
+    bad(
+        {"workerPools[1].nodeConfExtra": ["gres=gpu:h100:4"]},
+        "workerPools[1].nodeConfExtra[0]",
+        "gres comes from the pool's gpus / gpuType",
+        id="owned-node-conf-Gres",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["Weight=5"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "Weight comes from the pool's weight",
+        id="owned-node-conf-Weight",
+    ),
+    bad(
+        {"login.sshdExtra": ["MaxSessions 20", "ChrootDirectory none"]},
+        "login.sshdExtra[1]",
+        "ChrootDirectory is set by slurm-stack (login chroot, host keys, key-only login)",
+        id="owned-sshd-ChrootDirectory",
+    ),
+    bad(
+        {"login.sshdExtra": ["passwordauthentication yes"]},
+        "login.sshdExtra[0]",
+        "passwordauthentication is set by slurm-stack",
+        id="owned-sshd-any-case",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty("a", "/a"), _empty("a", "/b")]},
+        "workerPools[0].submounts[1].name",
+        "'a' is used by more than one submount here",
+        2,
+        id="duplicate-submount-name",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty("a", "/x"), _empty("b", "/x")]},
+        "workerPools[0].submounts[1].mountPath",
+        "'/x' is used by more than one submount here",
+        2,
+        id="duplicate-submount-path",
+    ),
+    bad(
+        {
+            "jail.submounts": [_pvc("data", "/data", existingClaim="data")],
+            "workerPools[1].submounts": [_empty("scratch", "/data")],
+        },
+        "workerPools[1].submounts[0].mountPath",
+        "'/data' is used by more than one submount here",
+        2,
+        id="pool-submount-path-collides-with-jail-submount",
+    ),
+    bad(
+        {"workerPools": [{"name": "cpu"}], "partitions": DELETE, "healthChecks.nccl.enabled": True},
+        "healthChecks.nccl.enabled",
+        "the NCCL benchmark needs a pool with gpus > 0; no pool has GPUs",
+        id="nccl-enabled-without-gpu-pools",
+    ),
+    bad(
+        {"workerPools[1].gpuType": DELETE},
+        "workerPools[1].gpuType",
+        "GPU pools need a gpuType (e.g. 'h100') so the NCCL benchmark can pick a threshold",
+        id="gpu-pool-without-gpu-type-while-nccl-on",
+    ),
+    bad(
+        {"workerPools[1].gpuType": "mi300x"},
+        "healthChecks.nccl.thresholdsGbps",
+        "no bus-bandwidth threshold for gpuType 'mi300x' (workerPools[1]); known: a100, b200,",
+        id="gpu-type-without-threshold",
+    ),
+    bad(
+        {"healthChecks.nccl.thresholdsGbps": {"a100": 150}},
+        "healthChecks.nccl.thresholdsGbps",
+        "no bus-bandwidth threshold for gpuType 'h100' (workerPools[1]); known: a100",
+        id="custom-thresholds-miss-gpu-type",
+    ),
+    bad(
+        {"accounting": {"mode": "external", "external": {"host": "db.example.com"}}},
+        "accounting.external",
+        "an external database needs a password: `pulumi config set --secret "
+        "accountingDbPassword <password>` or external.passwordSecret",
+        id="external-accounting-without-password",
+    ),
+    # ---- per-field validation (models.py / fields.py)
+    bad(
+        {"workerPools[1].name": "gpu_a", "partitions[1].pools": ["cpu"]},
+        "workerPools[1].name",
+        "'gpu_a' is not a DNS label: use 1-63 lowercase letters, digits and '-'",
+        id="pool-name-not-dns-label",
+    ),
+    bad(
+        {"name": "Prod"},
+        "name",
+        "'Prod' is not a DNS label",
+        id="cluster-name-uppercase",
+    ),
+    bad(
+        {"name": "-prod"},
+        "name",
+        "'-prod' is not a DNS label",
+        id="cluster-name-leading-dash",
+    ),
+    bad(
+        {"name": "c" * 31},
+        "name",
+        "at most 30",
+        id="cluster-name-too-long",
+    ),
+    bad(
+        {"namespace": "HPC"},
+        "namespace",
+        "'HPC' is not a DNS label",
+        id="namespace-not-dns-label",
+    ),
+    bad(
+        {"workerPools[0].gpuType": "h100"},
+        "workerPools[0]",
+        "gpuType 'h100' is set but gpus is 0: set gpus to 1-16",
+        id="gpu-type-without-gpus",
+    ),
+    bad(
+        {"workerPools[1].gpus": 17},
+        "workerPools[1].gpus",
+        "Input should be less than or equal to 16 (got 17)",
+        id="too-many-gpus",
+    ),
+    bad(
+        {"workerPools[0].replicas": -1},
+        "workerPools[0].replicas",
+        "Input should be greater than or equal to 0 (got -1)",
+        id="negative-replicas",
+    ),
+    bad(
+        {"workerPools[0].shmSize": "16GB"},
+        "workerPools[0].shmSize",
+        "'16GB' is not a Kubernetes quantity (examples: '500m', '4', '64Gi', '1.5T')",
+        id="bad-quantity-shm",
+    ),
+    bad(
+        {"workerPools[0].resources": {"limits": {"memory": "lots"}}},
+        "workerPools[0].resources.limits.memory",
+        "'lots' is not a Kubernetes quantity",
+        id="bad-quantity-resources",
+    ),
+    bad(
+        {"controller.maxNodeCount": 0},
+        "controller.maxNodeCount",
+        "Input should be greater than or equal to 1 (got 0)",
+        2,  # and the relational rule: 0 is less than the 4 replicas
+        id="max-node-count-zero",
+    ),
+    bad(
+        {"images.worker": "ghcr.io/acme/worker:latest"},
+        "images.worker",
+        "'ghcr.io/acme/worker:latest' is not pinned: give a version tag (not 'latest') or a digest",
+        id="image-latest",
+    ),
+    bad(
+        {"images.login": "ghcr.io/acme/login"},
+        "images.login",
+        "'ghcr.io/acme/login' is not pinned",
+        id="image-untagged",
+    ),
+    bad(
+        {"images.controller": "GHCR.io/Acme/ctl:1.0"},
+        "images.controller",
+        "is not an image reference like 'registry/name:tag'",
+        id="image-not-a-reference",
+    ),
+    bad(
+        {"images.tag": "latest"},
+        "images.tag",
+        "'latest' is not a pinned image tag (e.g. '26.05-0.1.0', not 'latest')",
+        id="image-tag-latest",
+    ),
+    bad(
+        {"images.tag": "26.05 rc1"},
+        "images.tag",
+        "'26.05 rc1' is not a pinned image tag",
+        id="image-tag-bad-characters",
+    ),
+    bad(
+        {"login.service.loadBalancerSourceRanges": ["10.0.0.0/8", "203.0.113.0/33"]},
+        "login.service.loadBalancerSourceRanges[1]",
+        "'203.0.113.0/33' is not a CIDR range like '203.0.113.0/24'",
+        id="bad-cidr",
+    ),
+    bad(
+        {"login.service": {"type": "NodePort", "nodePort": 2222}},
+        "login.service.nodePort",
+        "Input should be greater than or equal to 30000 (got 2222)",
+        id="node-port-below-range",
+    ),
+    bad(
+        {"login.service": {"type": "NodePort", "nodePort": 40000}},
+        "login.service.nodePort",
+        "Input should be less than or equal to 32767 (got 40000)",
+        id="node-port-above-range",
+    ),
+    bad(
+        {"login.service": {"type": "ClusterIP", "nodePort": 30022}},
+        "login.service",
+        "nodePort is only valid with type NodePort or LoadBalancer",
+        id="node-port-with-cluster-ip",
+    ),
+    bad(
+        {"login.service": {"type": "NodePort", "loadBalancerSourceRanges": ["10.0.0.0/8"]}},
+        "login.service",
+        "loadBalancerSourceRanges is only valid with type LoadBalancer",
+        id="source-ranges-with-node-port",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": ["ssh-dss AAAAB3NzaC1kc3MAAACBAP admin"]},
+        "login.rootAuthorizedKeys[0]",
+        "is not an OpenSSH public key; it must start with one of ssh-ed25519, ssh-rsa",
+        id="bad-ssh-key-root",
+    ),
+    bad(
+        {"login.users": [{"name": "alice", "authorizedKeys": [ED25519, "AAAAC3Nza alice"]}]},
+        "login.users[0].authorizedKeys[1]",
+        "is not an OpenSSH public key",
+        id="bad-ssh-key-user",
+    ),
+    bad(
+        {"login.users": [{"name": "Alice", "authorizedKeys": [ED25519]}]},
+        "login.users[0].name",
+        "String should match pattern",
+        id="login-user-name-uppercase",
+    ),
+    bad(
+        {"login.sshdExtra": ["MaxSessions"]},
+        "login.sshdExtra[0]",
+        "'MaxSessions' is not a single 'Keyword value' line (example: 'MaxSessions 20')",
+        id="sshd-line-without-value",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount 5"]},
+        "controller.slurmConfExtra[0]",
+        "'MaxJobCount 5' is not a single 'Key=Value' line (example: 'MaxJobCount=50000')",
+        id="slurm-conf-line-not-key-value",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["CoreSpecCount=2\nNodeName=x"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "is not a single 'Key=Value' line",
+        id="node-conf-line-with-newline",
+    ),
+    bad(
+        {"workerPools[1].features": ["ib", "NVLink"]},
+        "workerPools[1].features[1]",
+        "'NVLink' is not a DNS label",
+        id="feature-not-dns-label",
+    ),
+    bad(
+        {"workerPools[1].gpuType": "h100 80g", "healthChecks.nccl.enabled": False},
+        "workerPools[1].gpuType",
+        "'h100 80g' is not a GRES type: use letters, digits and '_'",
+        id="bad-gres-type",
+    ),
+    bad(
+        {"healthChecks.nccl.schedule": "0 3 * *"},
+        "healthChecks.nccl.schedule",
+        "'0 3 * *' is not a five-field cron schedule (e.g. '0 3 * * 0')",
+        id="bad-cron",
+    ),
+    bad(
+        {"healthChecks.quick.nodeStates": ["BUSY"]},
+        "healthChecks.quick.nodeStates[0]",
+        "Input should be 'ALLOC', 'ANY',",
+        id="bad-health-check-node-state",
+    ),
+    bad(
+        {"partitions[0].maxTime": "1 day"},
+        "partitions[0].maxTime",
+        "String should match pattern",
+        id="bad-max-time",
+    ),
+    bad(
+        {"partitions[0].name": "my batch"},
+        "partitions[0].name",
+        "String should match pattern",
+        id="bad-partition-name",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty("scratch", "scratch")]},
+        "workerPools[0].submounts[0].mountPath",
+        "'scratch' must be an absolute path like '/scratch' (not '/')",
+        id="submount-relative-path",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty("root", "/")]},
+        "workerPools[0].submounts[0].mountPath",
+        "'/' must be an absolute path like '/scratch' (not '/')",
+        id="submount-root-path",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty("up", "/scratch/../etc")]},
+        "workerPools[0].submounts[0].mountPath",
+        "'/scratch/../etc' must not contain '.' or '..' components",
+        id="submount-dotdot-path",
+    ),
+    bad(
+        {
+            "workerPools[0].submounts": [
+                {"type": "hostPath", "name": "nvme", "mountPath": "/nvme", "hostPath": "mnt/nvme"}
+            ]
+        },
+        "workerPools[0].submounts[0].hostPath",
+        "'mnt/nvme' must be an absolute path",
+        id="host-path-relative",
+    ),
+    bad(
+        {"workerPools[0].submounts": [{"type": "memory", "name": "ram", "mountPath": "/ram"}]},
+        "workerPools[0].submounts[0].sizeLimit",
+        "required",
+        id="memory-submount-without-size-limit",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_pvc(existingClaim="data", size="1Ti")]},
+        "workerPools[0].submounts[0]",
+        "give exactly one of existingClaim (use a claim that exists) or size "
+        "(a new claim per node)",
+        id="pvc-submount-with-claim-and-size",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_pvc()]},
+        "workerPools[0].submounts[0]",
+        "give exactly one of existingClaim",
+        id="pvc-submount-without-claim-or-size",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_pvc(size="1 Ti")]},
+        "workerPools[0].submounts[0].size",
+        "'1 Ti' is not a Kubernetes quantity",
+        id="pvc-submount-bad-size",
+    ),
+    bad(
+        {"workerPools[0].submounts": [{"type": "nfs", "name": "home", "mountPath": "/home"}]},
+        "workerPools[0].submounts[0]",
+        "Input tag 'nfs' found using 'type' does not match any of the expected tags: "
+        "'emptyDir', 'memory', 'hostPath', 'pvc'",
+        id="submount-unknown-type",
+    ),
+    bad(
+        {"workerPools[0].submounts": [{"name": "s", "mountPath": "/s"}]},
+        "workerPools[0].submounts[0]",
+        "Unable to extract tag using discriminator 'type'",
+        id="submount-without-type",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty() | {"readonly": True}]},
+        "workerPools[0].submounts[0].readonly",
+        "unknown key; valid keys here: mountPath, name, sizeLimit, type",
+        id="submount-unknown-key-lists-valid-keys",
+    ),
+    bad(
+        {"jail": {"size": "1Ti"}},
+        "jail",
+        "the jail needs a ReadWriteMany volume: set storageClass (an RWX class such as an NFS "
+        "or CephFS one) or existingClaim",
+        id="jail-without-storage-class-or-claim",
+    ),
+    bad(
+        {"jail.submounts": [_pvc("home", "/home", size="1Ti")]},
+        "jail",
+        "jail submount 'home' is shared by login and workers, so it needs existingClaim, "
+        "not a per-node size",
+        id="jail-pvc-submount-without-claim",
+    ),
+    bad(
+        {
+            "accounting": {
+                "mode": "external",
+                "external": {"passwordSecret": {"name": "db", "key": "password"}},
+            }
+        },
+        "accounting",
+        "mode 'external' needs external.host (the database server's name)",
+        id="external-accounting-without-host",
+    ),
+    bad(
+        {"accounting.mode": "postgres"},
+        "accounting.mode",
+        "Input should be 'embedded', 'mariadb-operator' or 'external' (got 'postgres')",
+        id="bad-accounting-mode",
+    ),
+    bad(
+        {"accounting.purge.jobsAfter": "2 years"},
+        "accounting.purge.jobsAfter",
+        "String should match pattern",
+        id="bad-purge-age",
+    ),
+    bad(
+        {"nodes": 3},
+        "nodes",
+        "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
+        "healthChecks, images, jail, labels, login, name, namespace, partitions, slurmVersion, "
+        "workerPools",
+        id="unknown-top-level-key",
+    ),
+    bad(
+        {"workerPools[1].gpu": 8},
+        "workerPools[1].gpu",
+        "unknown key; valid keys here: drainTimeoutSeconds, features, gpuType, gpus, name,",
+        id="unknown-pool-key",
+    ),
+    bad(
+        {"login.service.typ": "NodePort"},
+        "login.service.typ",
+        "unknown key; valid keys here: annotations, loadBalancerSourceRanges, nodePort, port, type",
+        id="unknown-nested-key",
+    ),
+    bad(
+        {"workerPools[1].gpus": "eight"},
+        "workerPools[1].gpus",
+        "Input should be a valid integer (got 'eight')",
+        id="wrong-type-int",
+    ),
+    bad(
+        {"workerPools[1].features": "ib"},
+        "workerPools[1].features",
+        "Input should be a valid list (got 'ib')",
+        id="wrong-type-list",
+    ),
+    bad(
+        {"labels": {"team": 7}},
+        "labels.team",
+        "Input should be a valid string (got 7)",
+        id="wrong-type-label-value",
+    ),
+    bad(
+        {"slurmVersion": "25.05"},
+        "slurmVersion",
+        "Input should be '24.11' or '26.05' (got '25.05')",
+        id="unknown-slurm-version",
+    ),
+    bad(
+        {"auth": "jwt"},
+        "auth",
+        "Input should be 'munge' or 'slurm' (got 'jwt')",
+        id="bad-auth",
+    ),
+    bad({"name": DELETE}, "name", "required", id="missing-name"),
+    bad(
+        {"workerPools": [], "partitions": DELETE},
+        "workerPools",
+        "List should have at least 1 item after validation, not 0",
+        id="no-worker-pools",
+    ),
+    bad(
+        {"controller.placement.tolerations": [{"key": "gpu", "operator": "In"}]},
+        "controller.placement.tolerations[0].operator",
+        "Input should be 'Equal' or 'Exists' (got 'In')",
+        id="bad-toleration-operator",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "path", "fragment", "count"), INVALID)
+def test_invalid_config_names_the_key(changes, path, fragment, count):
+    raw = mutate(BASE, changes)
+    with pytest.raises(SpecError) as info:
+        load_spec(raw)
+    error = info.value
+    messages = [issue.message for issue in error.issues if issue.path == path]
+    assert messages, f"no issue at {path}; got {[issue.path for issue in error.issues]}"
+    assert any(fragment in message for message in messages), messages
+    assert len(error.issues) == count, str(error)
+    # The rendered error names the full stack config key.
+    lines = [line for line in str(error).splitlines() if line.startswith(f"  {KEY}.{path}: ")]
+    assert any(fragment in line for line in lines), lines
+
+
+def test_invalid_table_is_large():
+    assert len(INVALID) >= 40
+
+
+# --------------------------------------------------------------------------- several errors at once
+
+
+def test_all_errors_are_reported_at_once_and_sorted():
+    raw = mutate(
+        BASE,
+        {
+            "workerPools[1].gpus": 99,
+            "partitions[1].pools": ["gpu", "nope"],
+            "login.service.type": "Ingress",
+        },
+    )
+    with pytest.raises(SpecError) as info:
+        load_spec(raw)
+    error = info.value
+    assert [issue.path for issue in error.issues] == [
+        "login.service.type",
+        "partitions[1].pools[1]",
+        "workerPools[1].gpus",
+    ]
+    text = str(error)
+    lines = text.splitlines()
+    assert lines[0] == "invalid stack config (3 errors):"
+    assert lines[1:] == sorted(lines[1:])
+    assert lines[1].startswith(f"  {KEY}.login.service.type: Input should be 'LoadBalancer'")
+    assert (
+        lines[2] == f"  {KEY}.partitions[1].pools[1]: unknown pool 'nope'; defined pools: cpu, gpu"
+    )
+    assert lines[3] == (
+        f"  {KEY}.workerPools[1].gpus: Input should be less than or equal to 16 (got 99)"
+    )
+
+
+def test_relational_and_field_errors_on_the_same_pool_are_both_reported():
+    raw = mutate(BASE, {"workerPools[0].name": "login", "workerPools[0].replicas": -3})
+    with pytest.raises(SpecError) as info:
+        load_spec(raw)
+    assert [issue.path for issue in info.value.issues] == [
+        "workerPools[0].name",
+        "workerPools[0].replicas",
+    ]
+
+
+def test_one_error_is_singular():
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, {"auth": "none"}))
+    assert str(info.value).startswith("invalid stack config (1 error):\n")
+
+
+# --------------------------------------------------------------------------- external DB password
+
+
+def test_db_password_from_stack_config_satisfies_external_accounting():
+    raw = mutate(BASE, {"accounting": {"mode": "external", "external": {"host": "db"}}})
+    with pytest.raises(SpecError):
+        load_spec(raw)
+    spec = load_spec(raw, db_password_provided=True)
+    assert spec.accounting.external.password_secret is None
+    assert spec.accounting.external.host == "db"
+
+
+def test_password_rule_only_applies_to_enabled_external_accounting():
+    for accounting in (
+        {"mode": "embedded"},
+        {"mode": "mariadb-operator"},
+        {"enabled": False, "mode": "external"},
+    ):
+        load_spec(mutate(BASE, {"accounting": accounting}))
+
+
+# ---------------------------------------------------------- regressions found in review
+
+
+@pytest.mark.parametrize(
+    ("changes", "path"),
+    [
+        P({"workerPools[0].name": ["cpu"]}, "workerPools[0].name", id="pool-name-list"),
+        P({"partitions[0].name": {"n": 1}}, "partitions[0].name", id="partition-name-mapping"),
+        P(
+            {"workerPools[0].submounts": [{"type": "emptyDir", "name": ["a"], "mountPath": "/a"}]},
+            "workerPools[0].submounts[0].name",
+            id="submount-name-list",
+        ),
+        P({"workerPools[1].gpuType": ["h100"]}, "workerPools[1].gpuType", id="gpu-type-list"),
+    ],
+)
+def test_non_scalar_names_are_spec_errors(changes, path):
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, changes))
+    assert path in {issue.path for issue in info.value.issues}
+
+
+@pytest.mark.parametrize(
+    ("changes", "path"),
+    [
+        P(
+            {"partitions[1].default": "yes"},
+            "partitions[1].default",
+            id="second-default-partition-as-string",
+        ),
+        P(
+            {"workerPools[0].replicas": "2000"},
+            "workerPools[0].replicas",
+            id="replicas-as-string-is-not-an-integer",
+        ),
+        P(
+            {"slurmVersion": "24.11", "controller.metrics.enabled": "true"},
+            "controller.metrics.enabled",
+            id="metrics-enabled-as-string-on-24.11",
+        ),
+    ],
+)
+def test_values_are_not_coerced_past_the_rules(changes, path):
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, changes))
+    assert path in {issue.path for issue in info.value.issues}
+
+
+@pytest.mark.parametrize("name", ["DEFAULT", "default"])
+def test_partition_named_default_is_rejected(name):
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, {"partitions[1].name": name}))
+    assert "partitions[1].name" in {issue.path for issue in info.value.issues}
+
+
+def test_pool_feature_may_not_name_another_pool():
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, {"workerPools[0].features": ["gpu"]}))
+    assert "workerPools[0].features[0]" in {issue.path for issue in info.value.issues}
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["SlurmctldPort=7817", "SlurmdPort=7818", "AccountingStoragePort=7819", "SlurmdSpoolDir=/x"],
+)
+def test_extra_may_not_override_wired_ports_and_paths(line):
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, {"controller.slurmConfExtra": [line]}))
+    assert "controller.slurmConfExtra[0]" in {issue.path for issue in info.value.issues}
+
+
+def test_node_conf_extra_may_not_set_node_name():
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, {"workerPools[0].nodeConfExtra": ["NodeName=other"]}))
+    assert "workerPools[0].nodeConfExtra[0]" in {issue.path for issue in info.value.issues}
+
+
+def test_too_long_cluster_name_says_characters():
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, {"name": "c" * 31}))
+    (issue,) = info.value.issues
+    assert issue.path == "name"
+    assert "30 characters" in issue.message
+
+
+def test_bad_mapping_key_path_is_the_key_itself():
+    with pytest.raises(SpecError) as info:
+        load_spec(mutate(BASE, {"workerPools[0].resources": {"requests": {"gpu": "1"}}}))
+    (issue,) = info.value.issues
+    assert issue.path == "workerPools[0].resources.requests.gpu"
