@@ -7,7 +7,7 @@ import pulumi
 from pulumi_kubernetes import Provider
 from pulumi_kubernetes.core.v1 import Namespace
 
-from slurm_stack import SlurmCluster, load_spec
+from slurm_stack import SlurmCluster
 
 config = pulumi.Config()
 provider = Provider("platform", kubeconfig=config.get("kubeconfig"))
@@ -18,18 +18,18 @@ namespace = Namespace(
     opts=pulumi.ResourceOptions(provider=provider),
 )
 
-spec = load_spec(
-    {
-        "name": "research",
-        "namespace": "research",
-        "workerPools": [
-            {"name": "cpu", "replicas": 4},
-            {"name": "a100", "replicas": 2, "gpus": 8, "gpuType": "a100"},
-        ],
-        "jail": {"storageClass": "nfs", "size": "500Gi"},
-        "login": {"service": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["10.0.0.0/8"]}},
-    }
-)
+# The same structure as `slurm-stack:cluster` in a stack file; validated before anything is
+# created, with errors that name each bad key.
+spec = {
+    "name": "research",
+    "namespace": "research",
+    "workerPools": [
+        {"name": "cpu", "replicas": 4},
+        {"name": "a100", "replicas": 2, "gpus": 8, "gpuType": "a100"},
+    ],
+    "jail": {"storageClass": "nfs", "size": "500Gi"},
+    "login": {"service": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["10.0.0.0/8"]}},
+}
 
 cluster = SlurmCluster(
     "research",

@@ -1,5 +1,8 @@
 """SlurmCluster: composes every part of a cluster from one validated spec."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
 from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import ConfigMap
@@ -16,12 +19,15 @@ from slurm_stack.components.workers import WorkerPool
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.jobs import reconfigure_job
 from slurm_stack.render import content_hash, slurm_config_files
+from slurm_stack.spec import load_spec
 from slurm_stack.spec.models import ClusterSpec
 
 
 class SlurmCluster(pulumi.ComponentResource):
     """A Slurm cluster on Kubernetes.
 
+    ``spec`` is a validated ClusterSpec or the same structure as a plain mapping (camelCase
+    keys, as in stack config), which is validated here before any resource is registered.
     Pass a `kubernetes.Provider` in ``opts`` to deploy into a cluster of your choosing; every
     child inherits it. The namespace must exist (see examples/host-program).
     """
@@ -35,10 +41,12 @@ class SlurmCluster(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        spec: ClusterSpec,
+        spec: ClusterSpec | Mapping[str, Any],
         db_password: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
+        if not isinstance(spec, ClusterSpec):
+            spec = load_spec(dict(spec), db_password_provided=db_password is not None)
         super().__init__("slurm-stack:index:SlurmCluster", name, None, opts)
         here = pulumi.ResourceOptions(parent=self)
         secrets = ClusterSecrets(f"{name}-secrets", spec, db_password, opts=here)
