@@ -36,8 +36,13 @@ fi
 
 base="$registry/base:$tag"
 podman build --pull=never --build-arg SUITE="$suite" -t "$base" base
-for component in controller worker login accounting munge ops; do
+for component in controller accounting munge ops; do
   podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" "$component"
+done
+# These compile the chroot plugin, so their context is the repository root.
+for component in worker login; do
+  podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" \
+    -f "$component/Containerfile" ..
 done
 podman build --pull=never --build-arg SUITE="$suite" -t "$registry/jail:$tag" jail
 echo "build.sh: built $registry/{base,controller,worker,login,accounting,munge,ops,jail}:$tag" >&2

@@ -13,6 +13,13 @@ if ! python_ok; then
   apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip ca-certificates >/dev/null
 fi
 
+if ! command -v make >/dev/null || ! command -v cc >/dev/null || [ ! -e /usr/include/stdio.h ]; then
+  echo "setup: installing a C toolchain from Debian (the chroot plugin's unit tests)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends gcc libc6-dev make >/dev/null
+fi
+
 stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -e "$stamp" ]; then
   echo "setup: creating .venv and installing slurm-stack with its test tools" >&2

@@ -1,0 +1,97 @@
+/* Parser for the chroot plugin's plugstack.conf arguments. */
+#include "jail_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int fail(char *err, size_t err_len, const char *fmt, const char *arg)
+{
+	snprintf(err, err_len, fmt, arg);
+	return -1;
+}
+
+/* An absolute path with no "." or ".." component: nothing may point outside its mount. */
+static int is_clean_absolute(const char *path)
+{
+	if (path[0] != '/')
+		return 0;
+	for (const char *p = path; *p; p++) {
+		if (p[0] == '/' && p[1] == '.' &&
+		    (p[2] == '/' || p[2] == '\0' || (p[2] == '.' && (p[3] == '/' || p[3] == '\0'))))
+			return 0;
+	}
+	return 1;
+}
+
+static int copy_path(char *dst, const char *value, const char *arg, char *err, size_t err_len)
+{
+	if (!is_clean_absolute(value))
+		return fail(err, err_len, "'%s': the path must be absolute, without '.' or '..'", arg);
+	if (strlen(value) >= PATH_MAX)
+		return fail(err, err_len, "'%s': the path is too long", arg);
+	strcpy(dst, value);
+	return 0;
+}
+
+static int add_bind(struct jail_config *cfg, const char *value, const char *arg, char *err,
+		    size_t err_len)
+{
+	const char *colon = strchr(value, ':');
+	char source[PATH_MAX];
+	size_t len;
+
+	if (!colon)
+		return fail(err, err_len, "'%s': expected SOURCE:TARGET", arg);
+	if (cfg->n_binds == JAIL_MAX_BINDS)
+		return fail(err, err_len, "'%s': too many binds", arg);
+	len = (size_t)(colon - value);
+	if (len >= PATH_MAX)
+		return fail(err, err_len, "'%s': the source path is too long", arg);
+	memcpy(source, value, len);
+	source[len] = '\0';
+	if (copy_path(cfg->binds[cfg->n_binds].source, source, arg, err, err_len) ||
+	    copy_path(cfg->binds[cfg->n_binds].target, colon + 1, arg, err, err_len))
+		return -1;
+	if (strcmp(colon + 1, "/") == 0)
+		return fail(err, err_len, "'%s': cannot bind over the jail's root", arg);
+	cfg->n_binds++;
+	return 0;
+}
+
+int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t err_len)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (int i = 0; i < argc; i++) {
+		const char *arg = argv[i];
+		const char *eq = strchr(arg, '=');
+		const char *value = eq ? eq + 1 : "";
+		size_t key_len = eq ? (size_t)(eq - arg) : strlen(arg);
+		int rc;
+
+		if (key_len == 4 && !strncmp(arg, "jail", 4))
+			rc = copy_path(cfg->jail, value, arg, err, err_len);
+		else if (key_len == 5 && !strncmp(arg, "spool", 5))
+			rc = copy_path(cfg->spool, value, arg, err, err_len);
+		else if (key_len == 5 && !strncmp(arg, "munge", 5))
+			rc = copy_path(cfg->munge, value, arg, err, err_len);
+		else if ((key_len == 8 && !strncmp(arg, "submount", 8)) ||
+			 (key_len == 4 && !strncmp(arg, "bind", 4)))
+			rc = add_bind(cfg, value, arg, err, err_len);
+		else if (key_len == 13 && !strncmp(arg, "allow_opt_out", 13)) {
+			if (strcmp(value, "0") && strcmp(value, "1"))
+				return fail(err, err_len, "'%s': allow_opt_out takes 0 or 1", arg);
+			cfg->allow_opt_out = value[0] == '1';
+			rc = 0;
+		} else
+			return fail(err, err_len,
+				    "unknown argument '%s' (known: jail=, spool=, munge=, submount=, "
+				    "bind=, allow_opt_out=)", arg);
+		if (rc)
+			return rc;
+	}
+	if (!cfg->jail[0])
+		return fail(err, err_len, "%s", "jail=PATH is required");
+	if (strcmp(cfg->jail, "/") == 0)
+		return fail(err, err_len, "%s", "jail=/ would not isolate anything");
+	return 0;
+}

@@ -1,0 +1,213 @@
+/*
+ * spank_chroot: every task of every job enters the shared root filesystem (the jail).
+ *
+ * In the forked task, before privileges drop: a private mount namespace, the node-local
+ * pieces bound into the jail (/proc, /sys, /dev, /tmp, the munge socket, the slurmd spool
+ * with the batch script, the job's working directory when it is outside the jail, and the
+ * node's submounts), then pivot_root and a lazy unmount of the old root. Any failure fails
+ * the task with a message in the job's stderr and the slurmd log; a task never runs on the
+ * host by accident.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+#include "jail_args.h"
+
+SPANK_PLUGIN(chroot, 1);
+
+static struct jail_config cfg;
+static int opted_out;
+
+static int opt_out(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)optarg;
+	(void)remote;
+	opted_out = 1;
+	return 0;
+}
+
+static struct spank_option no_jail_option = {
+	"no-jail", NULL,
+	"Run this job on the node's own filesystem instead of the shared jail "
+	"(only where the cluster allows it)",
+	0, 0, opt_out,
+};
+
+/* Report to the slurmd log and to the job's stderr, then fail. */
+static int jail_fail(const char *fmt, ...)
+{
+	char message[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	slurm_error("chroot: %s", message);
+	fprintf(stderr, "slurm-stack jail: %s; the task did not start\n", message);
+	return -1;
+}
+
+static int jail_path(char *out, const char *inside)
+{
+	if (snprintf(out, PATH_MAX, "%s%s", cfg.jail, inside) >= PATH_MAX)
+		return jail_fail("path %s%s is too long", cfg.jail, inside);
+	return 0;
+}
+
+/*
+ * Create `inside` (an absolute path) under the jail, component by component, refusing
+ * symlinks: a link planted in the shared jail must not redirect a bind mount elsewhere.
+ */
+static int ensure_dir_in_jail(const char *inside)
+{
+	char path[PATH_MAX];
+	size_t base = strlen(cfg.jail);
+	struct stat st;
+
+	if (jail_path(path, inside))
+		return -1;
+	for (char *p = path + base + 1;; p++) {
+		char saved = *p;
+
+		if (saved != '/' && saved != '\0')
+			continue;
+		*p = '\0';
+		if (lstat(path, &st) == 0) {
+			if (S_ISLNK(st.st_mode))
+				return jail_fail("%s is a symlink; refusing to mount over it", path);
+			if (!S_ISDIR(st.st_mode))
+				return jail_fail("%s is not a directory", path);
+		} else if (errno != ENOENT || mkdir(path, 0755) != 0) {
+			return jail_fail("cannot create %s: %s", path, strerror(errno));
+		}
+		*p = saved;
+		if (saved == '\0')
+			return 0;
+	}
+}
+
+static int bind_into_jail(const char *source, const char *inside, unsigned long flags)
+{
+	char target[PATH_MAX];
+
+	if (ensure_dir_in_jail(inside) || jail_path(target, inside))
+		return -1;
+	if (mount(source, target, NULL, MS_BIND | flags, NULL) != 0)
+		return jail_fail("bind %s -> %s: %s", source, target, strerror(errno));
+	return 0;
+}
+
+/* A fresh procfs; where the container runtime masks /proc paths the kernel refuses a new
+ * one, and a recursive bind keeps those masks instead. */
+static int mount_proc(void)
+{
+	char target[PATH_MAX];
+
+	if (ensure_dir_in_jail("/proc") || jail_path(target, "/proc"))
+		return -1;
+	if (mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
+		return 0;
+	if (errno != EPERM && errno != EACCES)
+		return jail_fail("mount proc on %s: %s", target, strerror(errno));
+	return bind_into_jail("/proc", "/proc", MS_REC);
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int enter_jail(void)
+{
+	char cwd[PATH_MAX], probe[PATH_MAX];
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), "/");
+	if (jail_path(probe, "/etc/passwd"))
+		return -1;
+	if (access(probe, R_OK) != 0)
+		return jail_fail("the jail at %s is not usable (%s: %s)", cfg.jail, probe,
+				 strerror(errno));
+
+	if (unshare(CLONE_NEWNS) != 0)
+		return jail_fail("unshare(CLONE_NEWNS): %s", strerror(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return jail_fail("make / private: %s", strerror(errno));
+	/* pivot_root needs the new root to be a mount point. */
+	if (mount(cfg.jail, cfg.jail, NULL, MS_BIND | MS_REC, NULL) != 0)
+		return jail_fail("bind %s onto itself: %s", cfg.jail, strerror(errno));
+
+	if (mount_proc() || bind_into_jail("/sys", "/sys", MS_REC) ||
+	    bind_into_jail("/dev", "/dev", MS_REC) || bind_into_jail("/tmp", "/tmp", 0))
+		return -1;
+	if (cfg.munge[0] && is_dir(cfg.munge) && bind_into_jail(cfg.munge, cfg.munge, 0))
+		return -1;
+	if (cfg.spool[0] && bind_into_jail(cfg.spool, cfg.spool, 0))
+		return -1;
+	for (size_t i = 0; i < cfg.n_binds; i++) {
+		/* Each node has only its own pool's submounts: bind those that exist here. */
+		if (is_dir(cfg.binds[i].source) &&
+		    bind_into_jail(cfg.binds[i].source, cfg.binds[i].target, MS_REC))
+			return -1;
+	}
+	if (jail_path(probe, cwd))
+		return -1;
+	if (strcmp(cwd, "/") != 0 && !is_dir(probe) && bind_into_jail(cwd, cwd, 0))
+		return -1;
+
+	if (chdir(cfg.jail) != 0)
+		return jail_fail("chdir %s: %s", cfg.jail, strerror(errno));
+	if (syscall(SYS_pivot_root, ".", ".") != 0)
+		return jail_fail("pivot_root into %s: %s", cfg.jail, strerror(errno));
+	/* The old root is stacked under the new one: detach it so no path leads back. */
+	if (umount2(".", MNT_DETACH) != 0)
+		return jail_fail("detach the old root: %s", strerror(errno));
+	if (chdir(cwd) != 0 && chdir("/") != 0)
+		return jail_fail("chdir %s inside the jail: %s", cwd, strerror(errno));
+	return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	char err[512];
+	spank_context_t context = spank_context();
+
+	if (jail_parse_args(ac, av, &cfg, err, sizeof(err)) != 0) {
+		slurm_error("chroot: plugstack.conf: %s", err);
+		return -1;
+	}
+	if (cfg.allow_opt_out && (context == S_CTX_LOCAL || context == S_CTX_REMOTE ||
+				  context == S_CTX_ALLOCATOR)) {
+		if (spank_option_register(sp, &no_jail_option) != ESPANK_SUCCESS) {
+			slurm_error("chroot: cannot register --no-jail");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (!spank_remote(sp))
+		return 0;
+	if (opted_out && cfg.allow_opt_out) {
+		slurm_info("chroot: the job asked for --no-jail; running on the node's filesystem");
+		return 0;
+	}
+	return enter_jail();
+}

@@ -1,0 +1,83 @@
+/* Unit tests of the plugstack.conf argument parser (prints "N passed, N failed"). */
+#include "../jail_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                  \
+	do {                                                                         \
+		if (cond) {                                                          \
+			passed++;                                                    \
+		} else {                                                             \
+			failed++;                                                    \
+			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+		}                                                                    \
+	} while (0)
+
+static int parse(struct jail_config *cfg, char *err, int argc, char **argv)
+{
+	return jail_parse_args(argc, argv, cfg, err, 256);
+}
+
+int main(void)
+{
+	struct jail_config cfg;
+	char err[256];
+
+	char *full[] = {"jail=/mnt/jail", "spool=/var/spool/slurmd", "munge=/run/munge",
+			"submount=/mnt/submounts/scratch:/scratch", "bind=/opt/x:/opt/x",
+			"allow_opt_out=1"};
+	CHECK(parse(&cfg, err, 6, full) == 0);
+	CHECK(strcmp(cfg.jail, "/mnt/jail") == 0);
+	CHECK(strcmp(cfg.spool, "/var/spool/slurmd") == 0);
+	CHECK(strcmp(cfg.munge, "/run/munge") == 0);
+	CHECK(cfg.n_binds == 2);
+	CHECK(strcmp(cfg.binds[0].source, "/mnt/submounts/scratch") == 0);
+	CHECK(strcmp(cfg.binds[0].target, "/scratch") == 0);
+	CHECK(cfg.allow_opt_out == 1);
+
+	char *minimal[] = {"jail=/mnt/jail"};
+	CHECK(parse(&cfg, err, 1, minimal) == 0);
+	CHECK(cfg.allow_opt_out == 0 && cfg.n_binds == 0 && cfg.spool[0] == '\0');
+
+	CHECK(parse(&cfg, err, 0, NULL) == -1);
+	CHECK(strstr(err, "jail=PATH is required") != NULL);
+
+	char *root[] = {"jail=/"};
+	CHECK(parse(&cfg, err, 1, root) == -1);
+
+	char *relative[] = {"jail=mnt/jail"};
+	CHECK(parse(&cfg, err, 1, relative) == -1);
+	CHECK(strstr(err, "absolute") != NULL);
+
+	char *dotdot[] = {"jail=/mnt/jail", "submount=/mnt/x:/scratch/../etc"};
+	CHECK(parse(&cfg, err, 2, dotdot) == -1);
+
+	char *dot[] = {"jail=/mnt/./jail"};
+	CHECK(parse(&cfg, err, 1, dot) == -1);
+
+	char *hidden_ok[] = {"jail=/mnt/jail", "submount=/mnt/.cache:/.cache"};
+	CHECK(parse(&cfg, err, 2, hidden_ok) == 0);
+
+	char *no_colon[] = {"jail=/mnt/jail", "submount=/scratch"};
+	CHECK(parse(&cfg, err, 2, no_colon) == -1);
+	CHECK(strstr(err, "SOURCE:TARGET") != NULL);
+
+	char *over_root[] = {"jail=/mnt/jail", "bind=/x:/"};
+	CHECK(parse(&cfg, err, 2, over_root) == -1);
+
+	char *bad_flag[] = {"jail=/mnt/jail", "allow_opt_out=yes"};
+	CHECK(parse(&cfg, err, 2, bad_flag) == -1);
+
+	char *unknown[] = {"jail=/mnt/jail", "jial=/x"};
+	CHECK(parse(&cfg, err, 2, unknown) == -1);
+	CHECK(strstr(err, "unknown argument 'jial=/x'") != NULL);
+
+	char *prefix[] = {"jailx=/mnt/jail"};
+	CHECK(parse(&cfg, err, 1, prefix) == -1);
+
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
