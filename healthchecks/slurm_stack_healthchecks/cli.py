@@ -1,0 +1,189 @@
+"""Command line: the quick checks (default, what slurmd runs) and ``nccl-verdict``.
+
+``healthcheck [run] [--config PATH] [--node NAME] [--dry-run]``
+    Run the node's enabled checks, drain or resume it, log one line to stderr. Exit 0 when all
+    checks pass, 1 when a check failed or ``scontrol`` did not answer, 2 when the config is
+    unusable (then the node is left alone: a broken config says nothing about the node).
+
+``healthcheck nccl-verdict --output FILE --gpu-type T --thresholds JSON [--node NAME]``
+    Judge an ``all_reduce_perf`` output file, print one verdict line to stdout; with ``--node``
+    also drain (or resume) the node with a ``healthcheck: nccl`` reason. Exit 0 pass, 1 fail,
+    2 unusable input (no result in the file, unknown GPU type).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from . import registry
+from .config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+from .context import Context
+from .drain import Action, Decision, Owner, decide, drain_reason
+from .logline import format_line
+from .nccl import (
+    NcclOutputError,
+    ThresholdError,
+    parse_all_reduce,
+    parse_thresholds,
+    select_threshold,
+    verdict,
+)
+from .result import CheckResult
+from .runner import Runner, run_command
+from .slurm_node import NodeError, drain_node, get_node_state, resume_node
+
+# slurmd starts HealthCheckProgram with an almost empty environment.
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# scontrol when the config that names its timeout could not be read.
+_SCONTROL_TIMEOUT = 5.0
+
+
+def node_name(explicit: str | None) -> str:
+    """``--node``, else ``$SLURMD_NODENAME`` (set by slurmd), else the short hostname."""
+    return explicit or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="healthcheck", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the quick checks (the default)")
+    run.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH)
+    run.add_argument("--node", help="Slurm node name (default: $SLURMD_NODENAME or hostname)")
+    run.add_argument("--dry-run", action="store_true", help="decide and log, change nothing")
+    nccl = commands.add_parser("nccl-verdict", help="judge all_reduce_perf output")
+    nccl.add_argument("--output", type=Path, required=True, help="all_reduce_perf output file")
+    nccl.add_argument("--gpu-type", required=True, help="GPU model, e.g. h100")
+    nccl.add_argument("--thresholds", required=True, help='busbw GB/s, e.g. {"h100": 350}')
+    nccl.add_argument("--node", help="also drain/resume this node by the verdict")
+    nccl.add_argument("--timeout", type=float, default=_SCONTROL_TIMEOUT, help="scontrol timeout")
+    nccl.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list or (args_list[0].startswith("-") and args_list[0] not in ("-h", "--help")):
+        args_list.insert(0, "run")
+    args = _parser().parse_args(args_list)
+    os.environ.setdefault("PATH", DEFAULT_PATH)
+    if args.command == "nccl-verdict":
+        return nccl_verdict(args, run_command, sys.stdout)
+    return run_quick(args.config, node_name(args.node), args.dry_run, sys.stderr)
+
+
+def run_quick(
+    config_path: Path,
+    node: str,
+    dry_run: bool,
+    log: TextIO,
+    *,
+    context: Context | None = None,
+    runner: Runner = run_command,
+) -> int:
+    """Load the config, run the checks, act on the node, log one line; returns the exit status.
+
+    ``context`` (with its ``config``) replaces the one built from ``config_path`` in tests.
+    """
+    started = time.monotonic()
+    if context is None:
+        try:
+            config = load_config(config_path, registry.names())
+        except ConfigError as exc:
+            fields = [("node", node), ("result", "error"), ("action", "none"), ("error", exc)]
+            print(format_line("healthcheck", fields), file=log)
+            return 2
+        context = Context(config=config, runner=runner)
+    config = context.config
+    results = registry.run_checks(context, config.enabled_checks)
+    wanted = drain_reason(results)
+    decision, error = _decide_and_apply(
+        context.runner, node, wanted, Owner.QUICK, config.command_timeout_seconds, dry_run
+    )
+    print(_quick_line(node, results, wanted, decision, dry_run, error, started), file=log)
+    return 0 if wanted is None and error is None else 1
+
+
+def _decide_and_apply(
+    runner: Runner, node: str, wanted: str | None, owner: Owner, timeout: float, dry_run: bool
+) -> tuple[Decision, str | None]:
+    try:
+        state = get_node_state(runner, node, timeout)
+    except NodeError as exc:
+        return decide(None, wanted, owner), str(exc)
+    decision = decide(state, wanted, owner)
+    if dry_run:
+        return decision, None
+    try:
+        if decision.action is Action.DRAIN and decision.reason is not None:
+            drain_node(runner, node, decision.reason, timeout)
+        elif decision.action is Action.RESUME:
+            resume_node(runner, node, timeout)
+    except NodeError as exc:
+        return decision, str(exc)
+    return decision, None
+
+
+def _quick_line(
+    node: str,
+    results: list[CheckResult],
+    wanted: str | None,
+    decision: Decision,
+    dry_run: bool,
+    error: str | None,
+    started: float,
+) -> str:
+    checks = ",".join(f"{r.name}:{'ok' if r.ok else 'fail'}" for r in results)
+    return format_line(
+        "healthcheck",
+        [
+            ("node", node),
+            ("result", "pass" if wanted is None else "fail"),
+            ("action", decision.action.value),
+            ("dry_run", "yes" if dry_run else None),
+            ("reason", wanted),
+            ("why", decision.why),
+            ("error", error),
+            ("checks", checks or "none"),
+            ("took", f"{time.monotonic() - started:.2f}s"),
+        ],
+    )
+
+
+def nccl_verdict(args: argparse.Namespace, runner: Runner, out: TextIO) -> int:
+    """The ``nccl-verdict`` command; see the module docstring."""
+    head = [("gpu_type", args.gpu_type), ("output", args.output)]
+    try:
+        threshold = select_threshold(parse_thresholds(args.thresholds), args.gpu_type)
+        result = parse_all_reduce(args.output.read_text(encoding="utf-8", errors="replace"))
+    except (ThresholdError, NcclOutputError) as exc:
+        print(format_line("nccl-verdict", [("result", "error"), *head, ("error", exc)]), file=out)
+        return 2
+    except OSError as exc:
+        error = f"cannot read output: {exc.strerror or exc}"
+        print(format_line("nccl-verdict", [("result", "error"), *head, ("error", error)]), file=out)
+        return 2
+    judged = verdict(result, threshold)
+    fields: list[tuple[str, object | None]] = [
+        ("result", "pass" if judged.ok else "fail"),
+        *head,
+        ("busbw", f"{judged.busbw:.2f}"),
+        ("threshold", f"{judged.threshold:g}"),
+        ("reason", judged.reason),
+    ]
+    error = None
+    if args.node:
+        decision, error = _decide_and_apply(
+            runner, args.node, judged.reason, Owner.NCCL, args.timeout, args.dry_run
+        )
+        fields += [("node", args.node), ("action", decision.action.value), ("why", decision.why)]
+        fields += [("dry_run", "yes" if args.dry_run else None), ("error", error)]
+    print(format_line("nccl-verdict", fields), file=out)
+    return 0 if judged.ok and error is None else 1

@@ -1,0 +1,33 @@
+"""The one result type every check returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one check.
+
+    ``detail`` is a few words without the check name (``"7/8"``, ``"timeout after 5s"``);
+    ``text`` joins both and is what goes into drain reasons and logs (``"gpu_count 7/8"``).
+    """
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        """``"<name> <detail>"``, or just the name when there is no detail."""
+        return f"{self.name} {self.detail}".rstrip()
+
+    @classmethod
+    def passed(cls, name: str, detail: str = "") -> CheckResult:
+        """A passing result."""
+        return cls(name, True, detail)
+
+    @classmethod
+    def failed(cls, name: str, detail: str) -> CheckResult:
+        """A failing result; ``detail`` says what is wrong in a few words."""
+        return cls(name, False, detail)

@@ -1,0 +1,85 @@
+"""A node's Slurm state via ``scontrol``: reading it, draining and resuming."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .runner import CommandError, CommandResult, Runner
+
+SCONTROL = "scontrol"
+
+_STATE_RE = re.compile(r"(?:^|\s)State=(?P<state>\S+)")
+# The reason runs up to the " [user@time]" scontrol appends; the fallback (no suffix) stops at
+# the next " Key=" field.
+_REASON_RE = re.compile(r"(?:^|\s)Reason=(?P<reason>.*?) \[[^\]\s@]+@[^\]\s]+\](?=\s|$)")
+_REASON_BARE_RE = re.compile(r"(?:^|\s)Reason=(?P<reason>.*?)\s*(?=\s[A-Za-z_]+=|$)")
+
+
+class NodeError(Exception):
+    """``scontrol`` could not tell or change the node's state."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What the checks' decision needs: the state flags and the current reason."""
+
+    state: str
+    reason: str | None
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """``IDLE+DRAIN`` → ``{"IDLE", "DRAIN"}``."""
+        return frozenset(self.state.upper().split("+"))
+
+    @property
+    def drained(self) -> bool:
+        """Drained or draining (the DRAIN flag, whatever the base state)."""
+        return bool(self.flags & {"DRAIN", "DRAINED", "DRAINING"})
+
+
+def parse_node_oneliner(text: str) -> NodeState:
+    """Parse ``scontrol --oneliner show node NAME``; raises :class:`NodeError` without State=."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    state = _STATE_RE.search(line)
+    if state is None:
+        raise NodeError(f"no State= in scontrol output: {line[:80]!r}")
+    reason = _REASON_RE.search(line) or _REASON_BARE_RE.search(line)
+    return NodeState(state["state"], reason["reason"] if reason and reason["reason"] else None)
+
+
+def get_node_state(runner: Runner, node: str, timeout: float) -> NodeState:
+    """The node's current state and reason; raises :class:`NodeError`."""
+    try:
+        result = runner([SCONTROL, "--oneliner", "show", "node", node], timeout=timeout)
+    except CommandError as exc:
+        raise NodeError(str(exc)) from None
+    if result.returncode != 0:
+        raise NodeError(f"scontrol show node exited {result.returncode}: {_first(result)}")
+    return parse_node_oneliner(result.stdout)
+
+
+def drain_node(runner: Runner, node: str, reason: str, timeout: float) -> None:
+    """``scontrol update NodeName=<node> State=DRAIN Reason=<reason>``; raises
+    :class:`NodeError`."""
+    _update(runner, node, ["State=DRAIN", f"Reason={reason}"], timeout)
+
+
+def resume_node(runner: Runner, node: str, timeout: float) -> None:
+    """``scontrol update NodeName=<node> State=RESUME``; raises :class:`NodeError`."""
+    _update(runner, node, ["State=RESUME"], timeout)
+
+
+def _update(runner: Runner, node: str, fields: list[str], timeout: float) -> None:
+    # No shell: the reason is one argv element, spaces and all.
+    try:
+        result = runner([SCONTROL, "update", f"NodeName={node}", *fields], timeout=timeout)
+    except CommandError as exc:
+        raise NodeError(str(exc)) from None
+    if result.returncode != 0:
+        raise NodeError(f"scontrol update exited {result.returncode}: {_first(result)}")
+
+
+def _first(result: CommandResult) -> str:
+    lines = (result.stderr or result.stdout).strip().splitlines()
+    return lines[0][:100] if lines else ""
