@@ -1,5 +1,7 @@
 """A worker pool: slurmd pods that register as dynamic nodes and enter the jail for every task."""
 
+import json
+
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
     POOL_LABEL,
@@ -80,12 +82,13 @@ def _pool_resources(pool: WorkerPool) -> Manifest:
     return out
 
 
-def _security_context(spec: ClusterSpec) -> Manifest:
+def _security_context(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
     if spec.cgroups.enforce:
         # Slurm's cgroup plugins write the node's cgroup tree, which only a privileged
         # container may do; cgroups.enforce is the documented opt-in for this.
         return {"privileged": True, "runAsUser": 0}
-    return root_with(SLURMD_CAPABILITIES)
+    # The XID check reads the kernel log (/dev/kmsg) on GPU nodes.
+    return root_with(SLURMD_CAPABILITIES + (["SYSLOG"] if pool.gpus else []))
 
 
 def _placement(pool: WorkerPool) -> Manifest:
@@ -96,6 +99,24 @@ def _placement(pool: WorkerPool) -> Manifest:
             {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
         ]
     return out
+
+
+CPU_NODE_CHECKS = ["jail", "munge", "disk"]
+GPU_NODE_CHECKS = ["gpu_driver", "gpu_count", "gpu_ecc", "gpu_xid"]
+
+
+def healthcheck_config(spec: ClusterSpec, pool: WorkerPool) -> str:
+    """The quick checks' JSON config for a pool's nodes (the entrypoint writes it to a file)."""
+    quick = spec.health_checks.quick
+    config = {
+        "checks": (GPU_NODE_CHECKS if pool.gpus else []) + CPU_NODE_CHECKS,
+        "expected_gpus": pool.gpus,
+        "gpu_type": pool.gpu_type,
+        "jail_marker": f"{paths.JAIL_DIR}/{paths.JAIL_MARKER}",
+        "disk_paths": ["/tmp", paths.SLURMD_SPOOL_DIR],
+        "min_free_disk_percent": quick.min_free_disk_percent,
+    }
+    return json.dumps(config, sort_keys=True)
 
 
 def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
@@ -110,6 +131,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         ports=[{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
         env=env(
             DRAIN_TIMEOUT_SECONDS=str(pool.drain_timeout_seconds),
+            HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
             SLURMD_CONF_SERVER=conf_server,
             SLURMD_NODE_CONF=node_conf(pool),
         ),
@@ -122,7 +144,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
         ],
         resources=_pool_resources(pool),
-        securityContext=_security_context(spec),
+        securityContext=_security_context(spec, pool),
         startupProbe=tcp_probe(paths.SLURMD_PORT, period=2, failures=150),
         readinessProbe=tcp_probe(paths.SLURMD_PORT),
         livenessProbe=tcp_probe(paths.SLURMD_PORT, period=30, failures=4),
