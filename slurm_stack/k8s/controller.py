@@ -18,6 +18,7 @@ from slurm_stack.k8s.common import (
     tcp_probe,
     volume_claim,
 )
+from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.spec.models import ClusterSpec
 
 COMPONENT = "controller"
@@ -53,6 +54,8 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             {"name": "slurm-config", "mountPath": paths.SLURM_CONF_DIR, "readOnly": True},
             {"name": "state", "mountPath": paths.STATE_SAVE_DIR},
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
+            # Only for users and groups (the image resolves them from the jail's /etc).
+            {"name": "jail", "mountPath": paths.JAIL_DIR, "readOnly": True},
             *auth_mounts(spec),
         ],
         resources=resources(spec.controller.resources),
@@ -94,6 +97,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
                             "persistentVolumeClaim": {"claimName": state_claim_name(spec)},
                         },
                         {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                        jail_volume(spec),
                         *auth_volumes(spec),
                     ],
                 },

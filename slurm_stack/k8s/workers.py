@@ -32,7 +32,8 @@ from slurm_stack.spec.models import ClusterSpec, PvcSubmount, WorkerPool
 
 COMPONENT = "worker"
 # slurmd starts tasks as users (SETUID/SETGID), cleans up after them (KILL, CHOWN, FOWNER,
-# DAC_OVERRIDE) and enters the jail through a mount namespace and pivot_root (SYS_ADMIN).
+# DAC_OVERRIDE), pins tasks owned by users to their CPUs (SYS_NICE) and enters the jail
+# through a mount namespace and pivot_root (SYS_ADMIN).
 SLURMD_CAPABILITIES = [
     "CHOWN",
     "DAC_OVERRIDE",
