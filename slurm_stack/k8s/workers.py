@@ -45,6 +45,7 @@ SLURMD_CAPABILITIES = [
     "SETUID",
     "SYS_ADMIN",
     "SYS_CHROOT",
+    "SYS_NICE",
     "SYS_RESOURCE",
 ]
 GPU_RESOURCE = "nvidia.com/gpu"
