@@ -157,8 +157,17 @@ def test_least_privilege(dev_run: ProgramRun) -> None:
             assert container.get("resources", {}).get("requests"), (workload.name, name)
     for name in ("dev-controller", "dev-mariadb"):
         for container in containers(by_name(dev_run, "apps/v1:StatefulSet", name)).values():
+            if container["name"] == "munge":
+                continue
             assert container["securityContext"]["runAsNonRoot"] is True
             assert "add" not in container["securityContext"]["capabilities"]
+    # The munge sidecar may only hand the key to the munge user before dropping to it.
+    munge = containers(by_name(dev_run, "apps/v1:StatefulSet", "dev-cpu"))["munge"]
+    assert munge["securityContext"]["capabilities"] == {
+        "drop": ["ALL"],
+        "add": ["CHOWN", "SETGID", "SETUID"],
+    }
+    assert munge["securityContext"]["allowPrivilegeEscalation"] is False
     slurmd = containers(by_name(dev_run, "apps/v1:StatefulSet", "dev-cpu"))["slurmd"]
     # The jail needs a mount namespace; tasks of users are pinned to CPUs by root.
     assert {"SYS_ADMIN", "SYS_NICE"} <= set(slurmd["securityContext"]["capabilities"]["add"])

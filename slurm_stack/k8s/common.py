@@ -153,7 +153,15 @@ def auth_sidecars(spec: ClusterSpec) -> list[Manifest]:
                 {"name": "auth-key", "mountPath": paths.MUNGE_KEY_DIR, "readOnly": True},
             ],
             resources={"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
-            securityContext=non_root(paths.MUNGE_UID),
+            # Starts as root only to take the key from the Secret (root-owned files; an
+            # fsGroup would also chown the jail) and hand it and the socket directory to the
+            # munge user; munged itself runs as munge.
+            securityContext={
+                "runAsUser": 0,
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETGID", "SETUID"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             startupProbe={
                 "exec": {"command": [paths.ENTRYPOINT, "probe-munge"]},
                 "periodSeconds": 1,
