@@ -14,6 +14,7 @@ from slurm_stack.k8s.common import (
     non_root,
     placement,
     resources,
+    run_volume,
     selector_labels,
     tcp_probe,
     volume_claim,
@@ -208,7 +209,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                                 "defaultMode": 0o440,
                             },
                         },
-                        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                        run_volume(),
                         {"name": "spool", "emptyDir": {}},
                         *(
                             [

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from slurm_stack import paths
+from slurm_stack import naming, paths
 from slurm_stack.spec.models import ClusterSpec, Placement, Resources, Volume
 
 Manifest = dict[str, Any]
@@ -232,3 +232,13 @@ def cluster_ip_service(
             "ports": [{"name": port_name, "port": port, "targetPort": port_name}],
         },
     }
+
+
+def conf_server(spec: ClusterSpec) -> str:
+    """`host:port` from which slurmd and sackd fetch the config (configless)."""
+    return f"{naming.controller_host(spec.name, spec.namespace)}:{paths.SLURMCTLD_PORT}"
+
+
+def run_volume() -> Manifest:
+    """The pod's private /run/slurm (pid files, fetched configs), in memory."""
+    return {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}

@@ -6,6 +6,7 @@ from slurm_stack.k8s.common import (
     auth_mounts,
     auth_sidecars,
     auth_volumes,
+    conf_server,
     container,
     env,
     image_pull,
@@ -14,6 +15,7 @@ from slurm_stack.k8s.common import (
     placement,
     resources,
     root_with,
+    run_volume,
     selector_labels,
     tcp_probe,
 )
@@ -76,14 +78,13 @@ def login_service(spec: ClusterSpec) -> Manifest:
 def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str]) -> Manifest:
     """sshd pods; they wait for the jail and reach slurmctld through sackd (configless)."""
     name = naming.login_name(spec.name)
-    conf_server = f"{naming.controller_host(spec.name, spec.namespace)}:{paths.SLURMCTLD_PORT}"
     sackd = container(
         spec,
         "sackd",
         spec.image("login"),
         "sackd",
         restartPolicy="Always",
-        env=env(SLURM_CONF_SERVER=conf_server),
+        env=env(SLURM_CONF_SERVER=conf_server(spec)),
         volumeMounts=[{"name": "run", "mountPath": paths.SLURM_RUN_DIR}, *auth_mounts(spec)],
         resources={"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         securityContext=non_root(paths.SLURM_UID),
@@ -136,7 +137,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str])
             "name": "host-keys",
             "secret": {"secretName": host_keys_secret_name(spec), "defaultMode": 0o400},
         },
-        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        run_volume(),
         *auth_volumes(spec),
         *(volume for s in spec.jail.submounts if (volume := submount_volume(s))),
     ]

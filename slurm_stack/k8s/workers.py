@@ -10,6 +10,7 @@ from slurm_stack.k8s.common import (
     auth_mounts,
     auth_sidecars,
     auth_volumes,
+    conf_server,
     container,
     env,
     image_pull,
@@ -17,6 +18,7 @@ from slurm_stack.k8s.common import (
     placement,
     resources,
     root_with,
+    run_volume,
     selector_labels,
     tcp_probe,
 )
@@ -124,7 +126,6 @@ def healthcheck_config(spec: ClusterSpec, pool: WorkerPool) -> str:
 def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
     """slurmd pods of one pool; each registers itself as `<cluster>-<pool>-<ordinal>`."""
     name = naming.pool_name(spec.name, pool.name)
-    conf_server = f"{naming.controller_host(spec.name, spec.namespace)}:{paths.SLURMCTLD_PORT}"
     slurmd = container(
         spec,
         "slurmd",
@@ -134,7 +135,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         env=env(
             DRAIN_TIMEOUT_SECONDS=str(pool.drain_timeout_seconds),
             HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
-            SLURMD_CONF_SERVER=conf_server,
+            SLURMD_CONF_SERVER=conf_server(spec),
             SLURMD_NODE_CONF=node_conf(pool),
         ),
         volumeMounts=[
@@ -176,7 +177,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                 "volumes": [
                     jail_volume(spec),
                     {"name": "spool", "emptyDir": {}},
-                    {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                    run_volume(),
                     {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": pool.shm_size}},
                     *auth_volumes(spec),
                     *(volume for s in submounts if (volume := submount_volume(s))),
