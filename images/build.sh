@@ -24,7 +24,8 @@ if [ ! -s "$rootfs" ]; then
   mkdir -p "$cache"
   echo "build.sh: creating the $suite base rootfs ($rootfs)" >&2
   # The mirror may serve Release files older than their Valid-Until: accept them.
-  mmdebstrap --variant=minbase --mode=root --include=ca-certificates \
+  # --format: the name ends in .partial, from which mmdebstrap would guess a directory.
+  mmdebstrap --variant=minbase --mode=root --format=tar --include=ca-certificates \
     --aptopt='Acquire::Check-Valid-Until "false"' \
     "$suite" "$rootfs.partial" "deb $mirror $suite main"
   mv "$rootfs.partial" "$rootfs"
@@ -36,13 +37,14 @@ fi
 
 base="$registry/base:$tag"
 podman build --pull=never --build-arg SUITE="$suite" -t "$base" base
-for component in controller accounting munge ops; do
+for component in controller accounting munge; do
   podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" "$component"
 done
-# These compile the chroot plugin, so their context is the repository root.
-for component in worker login; do
+# These copy the chroot plugin or the health checks, so their context is the repository root.
+for component in worker login ops; do
   podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" \
     -f "$component/Containerfile" ..
 done
 podman build --pull=never --build-arg SUITE="$suite" -t "$registry/jail:$tag" jail
-echo "build.sh: built $registry/{base,controller,worker,login,accounting,munge,ops,jail}:$tag" >&2
+podman build --pull=never --build-arg SUITE="$suite" -t "$registry/mariadb:$tag" mariadb
+echo "build.sh: built $registry/{base,controller,worker,login,accounting,munge,ops,jail,mariadb}:$tag" >&2

@@ -1,0 +1,129 @@
+#!/bin/bash
+# Entrypoint of the MariaDB image, a drop-in for docker.io/library/mariadb's as slurm-stack
+# uses it:
+#   - arguments starting with "-" are options to mariadbd; any other command runs as given;
+#   - an uninitialised datadir is set up from MARIADB_DATABASE, MARIADB_USER,
+#     MARIADB_PASSWORD, MARIADB_ROOT_HOST (default %) and one of MARIADB_ROOT_PASSWORD,
+#     MARIADB_RANDOM_ROOT_PASSWORD, MARIADB_ALLOW_EMPTY_ROOT_PASSWORD;
+#   - an initialised datadir is used as it is.
+# Started as root, it gives the datadir to mysql and runs as mysql.
+set -euo pipefail
+
+log() { echo "docker-entrypoint.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[ $# -gt 0 ] || set -- mariadbd
+[ "${1:0:1}" != - ] || set -- mariadbd "$@"
+case "$1" in
+  mariadbd | mysqld) ;;
+  *) exec "$@" ;;
+esac
+
+# Where this server keeps its data and listens, after the config files and the arguments;
+# also fails early on options mariadbd does not know.
+help=$("$@" --verbose --help 2>&1) || { printf '%s\n' "$help" >&2; die "mariadbd rejects its options"; }
+# The value table follows the option descriptions, whose wrapped lines may start alike.
+setting() { awk -v name="$1" '/^Variables \(/ { t = 1 } t && $1 == name { print $2; exit }' <<<"$help"; }
+datadir=$(setting datadir) datadir=${datadir%/}
+socket=$(setting socket)
+port=$(setting port)
+[ -n "$datadir" ] && [ -n "$socket" ] && [ -n "$port" ] || die "cannot read datadir, socket and port from mariadbd"
+
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$datadir" "$(dirname "$socket")"
+  find "$datadir" "$(dirname "$socket")" \! -user mysql -exec chown mysql:mysql {} +
+  exec setpriv --reuid=mysql --regid=mysql --init-groups -- "$0" "$@"
+fi
+
+random_password() { od -An -N24 -tx1 /dev/urandom | tr -d ' \n'; }
+sql_string() { local s=${1//\\/\\\\}; printf "'%s'" "${s//\'/\\\'}"; }
+sql_name() { printf '`%s`' "${1//\`/\`\`}"; }
+
+# Present from the start of an initialisation to its end: an interrupted one is redone
+# rather than taken for a usable datadir. healthcheck.sh also reports unhealthy while it is.
+marker=$datadir/.init-in-progress
+
+initialise() {
+  local root_password root_host=${MARIADB_ROOT_HOST:-%} db=${MARIADB_DATABASE:-}
+  local user=${MARIADB_USER:-} password=${MARIADB_PASSWORD:-}
+  local health_password sql tmp pid i host
+  if [ -n "${MARIADB_ROOT_PASSWORD:-}" ]; then
+    root_password=$MARIADB_ROOT_PASSWORD
+  elif [ -n "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ]; then
+    root_password=$(random_password)
+    echo "GENERATED ROOT PASSWORD: $root_password"
+  elif [ -n "${MARIADB_ALLOW_EMPTY_ROOT_PASSWORD:-}" ]; then
+    root_password=
+  else
+    die "the datadir is uninitialised: set MARIADB_ROOT_PASSWORD, MARIADB_RANDOM_ROOT_PASSWORD or MARIADB_ALLOW_EMPTY_ROOT_PASSWORD"
+  fi
+  [ -z "$user" ] || [ -n "$password" ] || die "MARIADB_USER is set without MARIADB_PASSWORD"
+  [ "$user" != root ] || die "MARIADB_USER must not be root (use MARIADB_ROOT_PASSWORD)"
+
+  log "initialising $datadir"
+  touch "$marker"
+  # "normal": passwordless root accounts, the one at localhost to finish the setup with.
+  mariadb-install-db --datadir="$datadir" --auth-root-authentication-method=normal \
+    --skip-test-db --skip-name-resolve "${@:2}" >&2
+
+  # A temporary server for the setup, unreachable over TCP (so healthcheck.sh --connect
+  # fails until the real server runs) on a socket of its own.
+  tmp=$(mktemp -d)
+  "$@" --skip-networking --socket="$tmp/mysqld.sock" --pid-file="$tmp/mysqld.pid" \
+    --skip-slave-start --loose-innodb-buffer-pool-load-at-startup=0 &
+  pid=$!
+  for ((i = 0; ; i++)); do
+    mariadb-admin --socket="$tmp/mysqld.sock" --user=root ping >/dev/null 2>&1 && break
+    kill -0 "$pid" 2>/dev/null || die "the temporary server exited during startup"
+    ((i < 600)) || die "the temporary server did not start within 120 s"
+    sleep 0.2
+  done
+
+  health_password=$(random_password)
+  sql="SET SESSION sql_log_bin = 0;"
+  # The other passwordless root accounts (127.0.0.1, ::1, the hostname) and any anonymous one.
+  sql+=$(mariadb --socket="$tmp/mysqld.sock" --user=root --batch --skip-column-names -e "
+    SELECT CONCAT('DROP USER ', QUOTE(User), '@', QUOTE(Host), ';') FROM mysql.global_priv
+    WHERE User = '' OR (User = 'root' AND Host <> 'localhost')")
+  sql+="ALTER USER root@localhost IDENTIFIED BY $(sql_string "$root_password");"
+  if [ "$root_host" != localhost ]; then
+    sql+="CREATE USER root@$(sql_string "$root_host") IDENTIFIED BY $(sql_string "$root_password");"
+    sql+="GRANT ALL ON *.* TO root@$(sql_string "$root_host") WITH GRANT OPTION;"
+  fi
+  # For healthcheck.sh only: it may connect, nothing more.
+  for host in 127.0.0.1 ::1 localhost; do
+    sql+="CREATE USER healthcheck@'$host' IDENTIFIED BY '$health_password';"
+  done
+  if [ -n "$db" ]; then
+    sql+="CREATE DATABASE IF NOT EXISTS $(sql_name "$db");"
+  fi
+  if [ -n "$user" ]; then
+    sql+="CREATE USER $(sql_string "$user")@'%' IDENTIFIED BY $(sql_string "$password");"
+    # In GRANT, _ and % in a database name are wildcards.
+    [ -z "$db" ] || sql+="GRANT ALL ON $(sql_name "$(sed 's/[_%]/\\&/g' <<<"$db")").* TO $(sql_string "$user")@'%';"
+  fi
+  # On stdin: passwords stay out of the process list.
+  mariadb --socket="$tmp/mysqld.sock" --user=root --batch <<<"$sql" || die "the setup SQL failed"
+
+  (
+    umask 077
+    printf '[client]\nuser=healthcheck\npassword=%s\nport=%s\nprotocol=tcp\n' \
+      "$health_password" "$port" >"$datadir/.my-healthcheck.cnf"
+  )
+  kill "$pid"
+  wait "$pid" || die "the temporary server exited with status $? on shutdown"
+  rm -rf "$tmp"
+  rm "$marker"
+  log "$datadir initialised"
+}
+
+if [ -e "$marker" ]; then
+  log "an earlier initialisation of $datadir was interrupted: starting it over"
+  find "$datadir" -mindepth 1 -maxdepth 1 \! -name lost+found -exec rm -rf {} +
+fi
+if [ -d "$datadir/mysql" ]; then
+  log "$datadir is initialised: using it as it is"
+else
+  initialise "$@"
+fi
+exec "$@"
