@@ -1,4 +1,4 @@
-"""Command line: the quick checks (default, what slurmd runs) and ``nccl-verdict``.
+"""Command line: the quick checks (default, what slurmd runs), ``nccl-verdict``, ``nccl-submit``.
 
 ``healthcheck [run] [--config PATH] [--node NAME] [--dry-run]``
     Run the node's enabled checks, drain or resume it, log one line to stderr. Exit 0 when all
@@ -9,6 +9,11 @@
     Judge an ``all_reduce_perf`` output file, print one verdict line to stdout; with ``--node``
     also drain (or resume) the node with a ``healthcheck: nccl`` reason. Exit 0 pass, 1 fail,
     2 unusable input (no result in the file, unknown GPU type).
+
+``healthcheck nccl-submit [--dry-run]``
+    Submit one NCCL benchmark job per idle GPU node (configured by ``NCCL_*`` environment
+    variables, see :mod:`.nccl_submit`), log one line per node to stderr. Exit 0 all submitted,
+    1 a Slurm command failed, 2 unusable environment.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from .nccl import (
     select_threshold,
     verdict,
 )
+from .nccl_submit import nccl_submit
 from .result import CheckResult
 from .runner import Runner, run_command
 from .slurm_node import NodeError, drain_node, get_node_state, resume_node
@@ -64,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     nccl.add_argument("--node", help="also drain/resume this node by the verdict")
     nccl.add_argument("--timeout", type=float, default=_SCONTROL_TIMEOUT, help="scontrol timeout")
     nccl.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
+    submit = commands.add_parser("nccl-submit", help="submit the NCCL benchmark to idle nodes")
+    submit.add_argument("--dry-run", action="store_true", help="decide and log, submit nothing")
     return parser
 
 
@@ -76,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("PATH", DEFAULT_PATH)
     if args.command == "nccl-verdict":
         return nccl_verdict(args, run_command, sys.stdout)
+    if args.command == "nccl-submit":
+        return nccl_submit(os.environ, run_command, sys.stderr, dry_run=args.dry_run)
     return run_quick(args.config, node_name(args.node), args.dry_run, sys.stderr)
 
 
