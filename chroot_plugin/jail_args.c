@@ -33,8 +33,8 @@ static int copy_path(char *dst, const char *value, const char *arg, char *err, s
 	return 0;
 }
 
-static int add_bind(struct jail_config *cfg, const char *value, const char *arg, char *err,
-		    size_t err_len)
+static int add_bind(struct jail_config *cfg, const char *value, int read_only, const char *arg,
+		    char *err, size_t err_len)
 {
 	const char *colon = strchr(value, ':');
 	char source[PATH_MAX];
@@ -54,6 +54,7 @@ static int add_bind(struct jail_config *cfg, const char *value, const char *arg,
 		return -1;
 	if (strcmp(colon + 1, "/") == 0)
 		return fail(err, err_len, "'%s': cannot bind over the jail's root", arg);
+	cfg->binds[cfg->n_binds].read_only = read_only;
 	cfg->n_binds++;
 	return 0;
 }
@@ -76,7 +77,9 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = copy_path(cfg->munge, value, arg, err, err_len);
 		else if ((key_len == 8 && !strncmp(arg, "submount", 8)) ||
 			 (key_len == 4 && !strncmp(arg, "bind", 4)))
-			rc = add_bind(cfg, value, arg, err, err_len);
+			rc = add_bind(cfg, value, 0, arg, err, err_len);
+		else if (key_len == 7 && !strncmp(arg, "ro_bind", 7))
+			rc = add_bind(cfg, value, 1, arg, err, err_len);
 		else if (key_len == 13 && !strncmp(arg, "allow_opt_out", 13)) {
 			if (strcmp(value, "0") && strcmp(value, "1"))
 				return fail(err, err_len, "'%s': allow_opt_out takes 0 or 1", arg);
@@ -85,7 +88,7 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		} else
 			return fail(err, err_len,
 				    "unknown argument '%s' (known: jail=, spool=, munge=, submount=, "
-				    "bind=, allow_opt_out=)", arg);
+				    "bind=, ro_bind=, allow_opt_out=)", arg);
 		if (rc)
 			return rc;
 	}

@@ -11,6 +11,7 @@
 struct jail_bind {
 	char source[PATH_MAX]; /* path outside the jail (node-local) */
 	char target[PATH_MAX]; /* path inside the jail */
+	int read_only;         /* ro_bind=: the job may read, never write */
 };
 
 struct jail_config {
@@ -19,7 +20,7 @@ struct jail_config {
 	char munge[PATH_MAX];           /* munge=/run/munge: srun inside a job needs it */
 	int allow_opt_out;              /* allow_opt_out=1: users may pass --no-jail */
 	size_t n_binds;
-	struct jail_bind binds[JAIL_MAX_BINDS]; /* submount=SRC:DST and bind=SRC:DST */
+	struct jail_bind binds[JAIL_MAX_BINDS]; /* submount=, bind=, ro_bind=SRC:DST */
 };
 
 /* Parse plugstack.conf arguments into cfg. Returns 0, or -1 with a message in err. */

@@ -3,13 +3,15 @@
  *
  * In the forked task, before privileges drop: a private mount namespace, the node-local
  * pieces bound into the jail (/proc, /sys, /dev, /tmp, the munge socket, the slurmd spool
- * with the batch script, the job's working directory when it is outside the jail, and the
- * node's submounts), then pivot_root and a lazy unmount of the old root. Any failure fails
+ * with the batch script, the job's working directory when it is outside the jail, the
+ * node's submounts, and read-only the node's name service files and the project's own
+ * library directory), then pivot_root and a lazy unmount of the old root. Any failure fails
  * the task with a message in the job's stderr and the slurmd log; a task never runs on the
  * host by accident.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,14 +99,54 @@ static int ensure_dir_in_jail(const char *inside)
 	}
 }
 
+/* A file to bind over: its directory created as above, the file itself created empty if
+ * missing; a symlink is refused for the same reason. */
+static int ensure_file_in_jail(const char *inside)
+{
+	char path[PATH_MAX], parent[PATH_MAX];
+	char *slash;
+	struct stat st;
+	int fd;
+
+	snprintf(parent, sizeof(parent), "%s", inside);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		if (ensure_dir_in_jail(parent))
+			return -1;
+	}
+	if (jail_path(path, inside))
+		return -1;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode))
+			return jail_fail("%s is not a regular file; refusing to mount over it", path);
+		return 0;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return jail_fail("cannot create %s: %s", path, strerror(errno));
+	close(fd);
+	return 0;
+}
+
 static int bind_into_jail(const char *source, const char *inside, unsigned long flags)
 {
 	char target[PATH_MAX];
+	struct stat st;
+	int prepared;
 
-	if (ensure_dir_in_jail(inside) || jail_path(target, inside))
+	if (stat(source, &st) != 0)
+		return jail_fail("bind source %s: %s", source, strerror(errno));
+	prepared = S_ISDIR(st.st_mode) ? ensure_dir_in_jail(inside) : ensure_file_in_jail(inside);
+	if (prepared || jail_path(target, inside))
 		return -1;
-	if (mount(source, target, NULL, MS_BIND | flags, NULL) != 0)
+	if (mount(source, target, NULL, MS_BIND | (flags & MS_REC), NULL) != 0)
 		return jail_fail("bind %s -> %s: %s", source, target, strerror(errno));
+	/* Read-only takes a remount of the bind; the first mount ignores MS_RDONLY. */
+	if ((flags & MS_RDONLY) &&
+	    mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		  NULL) != 0)
+		return jail_fail("make %s read-only: %s", target, strerror(errno));
 	return 0;
 }
 
@@ -158,9 +200,11 @@ static int enter_jail(void)
 	if (cfg.spool[0] && bind_into_jail(cfg.spool, cfg.spool, 0))
 		return -1;
 	for (size_t i = 0; i < cfg.n_binds; i++) {
+		const struct jail_bind *b = &cfg.binds[i];
+
 		/* Each node has only its own pool's submounts: bind those that exist here. */
-		if (is_dir(cfg.binds[i].source) &&
-		    bind_into_jail(cfg.binds[i].source, cfg.binds[i].target, MS_REC))
+		if (access(b->source, F_OK) == 0 &&
+		    bind_into_jail(b->source, b->target, MS_REC | (b->read_only ? MS_RDONLY : 0)))
 			return -1;
 	}
 	if (jail_path(probe, cwd))

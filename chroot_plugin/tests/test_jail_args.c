@@ -38,6 +38,16 @@ int main(void)
 	CHECK(strcmp(cfg.binds[0].target, "/scratch") == 0);
 	CHECK(cfg.allow_opt_out == 1);
 
+	char *read_only[] = {"jail=/mnt/jail", "bind=/opt/x:/opt/x", "ro_bind=/etc/hosts:/etc/hosts"};
+	CHECK(parse(&cfg, err, 3, read_only) == 0);
+	CHECK(cfg.n_binds == 2 && cfg.binds[0].read_only == 0 && cfg.binds[1].read_only == 1);
+	CHECK(strcmp(cfg.binds[1].source, "/etc/hosts") == 0);
+	CHECK(strcmp(cfg.binds[1].target, "/etc/hosts") == 0);
+
+	char *read_only_bad[] = {"jail=/mnt/jail", "ro_bind=/etc/hosts"};
+	CHECK(parse(&cfg, err, 2, read_only_bad) == -1);
+	CHECK(strstr(err, "SOURCE:TARGET") != NULL);
+
 	char *minimal[] = {"jail=/mnt/jail"};
 	CHECK(parse(&cfg, err, 1, minimal) == 0);
 	CHECK(cfg.allow_opt_out == 0 && cfg.n_binds == 0 && cfg.spool[0] == '\0');

@@ -183,6 +183,13 @@ def submount_staging_path(mount_path: str) -> str:
     return f"{paths.SUBMOUNT_STAGING_DIR}{mount_path}"
 
 
+# Bound read-only into every task's jail: the pod's name service files (cluster DNS and the
+# pod's own name are node-local, the jail's copies know neither) and the project's library
+# directory (srun inside a job loads the plugin from the same path; the NCCL job runs the
+# health-check program).
+NODE_LOCAL_READ_ONLY = ("/etc/hosts", "/etc/resolv.conf", paths.PROJECT_LIB_DIR)
+
+
 def render_plugstack_conf(spec: ClusterSpec) -> str:
     """plugstack.conf loading the chroot SPANK plugin with the jail and its binds."""
     return render_template(
@@ -193,6 +200,7 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         spool=paths.SLURMD_SPOOL_DIR,
         munge=paths.MUNGE_SOCKET_DIR,
         submounts=submount_binds(spec),
+        read_only=NODE_LOCAL_READ_ONLY,
     )
 
 
