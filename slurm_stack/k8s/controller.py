@@ -98,7 +98,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
                             "persistentVolumeClaim": {"claimName": state_claim_name(spec)},
                         },
                         run_volume(),
-                        jail_volume(spec),
+                        jail_volume(spec, read_only=True),
                         *auth_volumes(spec),
                     ],
                 },

@@ -86,9 +86,14 @@ def populate_job(spec: ClusterSpec) -> Manifest:
     }
 
 
-def jail_volume(spec: ClusterSpec) -> Manifest:
-    """The jail claim as a pod volume."""
-    return {"name": "jail", "persistentVolumeClaim": {"claimName": jail_claim_name(spec)}}
+def jail_volume(spec: ClusterSpec, *, read_only: bool = False) -> Manifest:
+    """The jail claim as a pod volume. Read-only at the volume level for pods that only read
+    it and have an fsGroup: the kubelet then leaves its ownership alone, where it would
+    otherwise hand the whole jail to that group, and sshd refuses a group-writable chroot."""
+    claim: Manifest = {"claimName": jail_claim_name(spec)}
+    if read_only:
+        claim["readOnly"] = True
+    return {"name": "jail", "persistentVolumeClaim": claim}
 
 
 def wait_for_jail(spec: ClusterSpec, image: str) -> Manifest:
