@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,10 +31,107 @@ def main(argv: list[str] | None = None) -> int:
         "--k8s-versions",
         help="comma-separated Kubernetes minors to validate against (default: 1.30-1.34)",
     )
+    _add_sandbox(commands)
     args = parser.parse_args(argv)
     if args.command == "render":
         return _render(args)
+    if args.command == "sandbox":
+        return _sandbox(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    sandbox = commands.add_parser(
+        "sandbox", help="run the stack's rendered pods as a local Slurm cluster on podman (root)"
+    )
+    actions = sandbox.add_subparsers(dest="action", required=True)
+    for name, text in (
+        ("up", "set up podman, build images, start or update the cluster (idempotent)"),
+        ("down", "stop every pod; volumes are kept unless --delete-data"),
+        ("status", "pods and `sinfo`"),
+        ("ssh", "log in to the login node as the sandbox user (or run COMMAND there)"),
+        ("exec", "run COMMAND in a node's main container"),
+        ("run-cronjob", "run a CronJob's pod once now (kubectl create job --from=cronjob/NAME)"),
+    ):
+        action = actions.add_parser(name, help=text)
+        source = action.add_mutually_exclusive_group()
+        source.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml")
+        source.add_argument("--config", type=Path, help="a stack file anywhere")
+        action.add_argument(
+            "--project-dir", type=Path, default=Path.cwd(), help="where Pulumi.yaml is"
+        )
+        if name == "up":
+            action.add_argument(
+                "--no-build", action="store_true", help="use the images already built"
+            )
+            action.add_argument(
+                "--run", metavar="COMMAND", help="then run COMMAND on the login node over ssh"
+            )
+        if name == "down":
+            action.add_argument(
+                "--delete-data", action="store_true", help="also delete volumes, keys and state"
+            )
+        if name == "exec":
+            action.add_argument("node", help="pod name, e.g. dev-cpu-0 or dev-controller-0")
+        if name == "run-cronjob":
+            action.add_argument("name", help="the CronJob, e.g. dev-nccl-benchmark")
+        if name in ("ssh", "exec"):
+            action.add_argument("remote", nargs=argparse.REMAINDER, metavar="COMMAND")
+
+
+def _sandbox(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from slurm_stack.sandbox.apply import SandboxError
+    from slurm_stack.sandbox.podman import PodmanError
+    from slurm_stack.sandbox.session import Sandbox, exec_interactive
+    from slurm_stack.stackfile import project_name, stack_file
+
+    path = args.config or stack_file(args.stack, args.project_dir)
+    if not path.exists():
+        print(f"error: stack file {path} does not exist", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("error: the sandbox runs podman as root; run it as root", file=sys.stderr)
+        return 2
+    sandbox = Sandbox(path, project_name(args.project_dir))
+    remote = [a for a in getattr(args, "remote", []) if a != "--"]
+    try:
+        if args.action == "up":
+            report = sandbox.up(build=not args.no_build)
+            print(
+                f"sandbox {sandbox.name}: {len(report.created)} pods started, "
+                f"{len(report.kept)} unchanged, {len(report.removed)} removed, "
+                f"jobs run: {', '.join(report.jobs_run) or 'none'}"
+            )
+            print(sandbox.login_hint())
+            if args.run:
+                result = sandbox.ssh(args.run)
+                sys.stdout.write(result.stdout)
+                sys.stderr.write(result.stderr)
+                return result.returncode
+        elif args.action == "down":
+            removed = sandbox.down(delete_data=args.delete_data)
+            print(f"sandbox {sandbox.name}: removed {len(removed)} pods")
+        elif args.action == "status":
+            print(sandbox.status())
+        elif args.action == "ssh":
+            command = sandbox.ssh_command(tty=not remote and sys.stdin.isatty())
+            exec_interactive([*command, *remote])
+        elif args.action == "run-cronjob":
+            sandbox.run_cron_job(args.name)
+            print(f"sandbox {sandbox.name}: {args.name} ran")
+        elif args.action == "exec":
+            container = sandbox.node_container(args.node)
+            tty = ["-it"] if sys.stdin.isatty() else ["-i"]
+            exec_interactive(["podman", "exec", *tty, container, *(remote or ["bash"])])
+    except SpecError as error:
+        print(f"error: {path}: {error}", file=sys.stderr)
+        return 2
+    except (SandboxError, PodmanError, KeyError, subprocess.CalledProcessError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _render(args: argparse.Namespace) -> int:

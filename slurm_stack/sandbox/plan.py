@@ -10,11 +10,18 @@ Everything Kubernetes does that podman does not is translated here, in one place
   claim name (claim templates per pod), ConfigMap and Secret files written with their modes;
 - env values from `secretKeyRef` are resolved from the rendered Secret (Kubernetes injects them);
 - native sidecars (init containers with restartPolicy Always) start first and keep running,
-  other init containers run to completion before the main containers, as in a pod.
+  other init containers run to completion before the main containers, as in a pod;
+- pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod);
+- `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
+- images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
+- a GPU request gets fake device nodes and the fake `nvidia-smi` (no GPU here; the NVIDIA
+  device plugin would inject the real ones).
 """
 
 import base64
 import ipaddress
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,6 +38,23 @@ PHASES = {
     "worker": 4,
     "reconfigure": 5,
 }
+
+# Upstream images no registry serves here, and the local build that stands in for each.
+LOCAL_IMAGES = {re.compile(r"^(docker\.io/(library/)?)?mariadb:"): "mariadb"}
+GPU_RESOURCE = "nvidia.com/gpu"
+# Where the fake GPU tools and their answers are mounted in GPU pods.
+FAKE_GPU_BIN = "/usr/local/bin"
+FAKE_GPU_DIR = "/etc/fake-gpu"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A readiness or startup probe: a TCP port, or a command run in the container."""
+
+    port: int | None = None
+    command: tuple[str, ...] = ()
+    period: float = 10
+    failures: int = 3
 
 
 @dataclass(frozen=True)
@@ -53,10 +77,16 @@ class Container:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     user: int | None = None
+    group: int | None = None
     cap_add: tuple[str, ...] = ()
+    cap_drop: tuple[str, ...] = ()
+    no_new_privileges: bool = False
     privileged: bool = False
     apparmor_unconfined: bool = False
     mounts: tuple[Mount, ...] = ()
+    devices: tuple[tuple[str, str], ...] = ()  # (host device, path in the container)
+    probe: Probe | None = None
+    pre_stop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +108,11 @@ class Pod:
     phase: int
     job: bool
     containers: tuple[Container, ...]
+    fs_group: int | None = None
+    volume_dirs: tuple[str, ...] = ()
+    fs_group_dirs: tuple[str, ...] = ()  # the kubelet skips read-only volumes
+    grace_seconds: int = 30
+    schedule: str | None = None  # a CronJob's pod: run on demand, not by `up`
 
 
 @dataclass(frozen=True)
@@ -89,10 +124,22 @@ class Plan:
     hosts: dict[str, str]
     files: tuple[File, ...] = field(default=())
     directories: tuple[str, ...] = field(default=())
+    empty_dirs: tuple[str, ...] = field(default=())
 
 
-def plan(manifests: list[Manifest], state_dir: str, subnet: str = "10.89.7.0/24") -> Plan:
-    """The sandbox plan for ``manifests`` (rendered with secrets shown)."""
+def plan(
+    manifests: list[Manifest],
+    state_dir: str,
+    subnet: str = "10.89.7.0/24",
+    *,
+    ips: Mapping[str, str] | None = None,
+    image_tag: str = "",
+) -> Plan:
+    """The sandbox plan for ``manifests`` (rendered with secrets shown).
+
+    ``ips`` keeps the addresses of pods that already exist; new pods get the lowest free ones.
+    ``image_tag`` tags the local builds that replace upstream images (`LOCAL_IMAGES`).
+    """
     by_kind: dict[str, list[Manifest]] = {}
     for manifest in manifests:
         by_kind.setdefault(manifest["kind"], []).append(manifest)
@@ -105,24 +152,114 @@ def plan(manifests: list[Manifest], state_dir: str, subnet: str = "10.89.7.0/24"
         for m in by_kind.get(kind, [])
         for i in range(m["spec"].get("replicas", 1) if kind == "StatefulSet" else 1)
     ] + [(m["metadata"]["name"], m, True) for m in by_kind.get("Job", [])]
+    # A CronJob's pod runs only when asked (`sandbox run-cronjob`): the sandbox has no clock.
+    templates += [
+        (m["metadata"]["name"], {**m, "spec": m["spec"]["jobTemplate"]["spec"]}, True)
+        for m in by_kind.get("CronJob", [])
+    ]
+    schedules = {m["metadata"]["name"]: m["spec"]["schedule"] for m in by_kind.get("CronJob", [])}
     templates.sort(key=lambda item: item[0])
-    network = ipaddress.ip_network(subnet)
-    ips = {name: str(network[10 + i]) for i, (name, _, _) in enumerate(templates)}
+    ips = _allocate_ips([name for name, _, _ in templates], subnet, ips or {})
 
     files: list[File] = []
     directories: set[str] = set()
+    empty_dirs: set[str] = set()
     pods = []
     for name, workload, job in templates:
         template = workload["spec"]["template"]
         component = template["metadata"]["labels"]["app.kubernetes.io/component"]
+        read_only_volumes: set[str] = set()
         volumes = _volumes(
-            name, workload, template["spec"], state_dir, config_maps, secrets, files, directories
+            name,
+            workload,
+            template["spec"],
+            state_dir,
+            config_maps,
+            secrets,
+            files,
+            directories,
+            empty_dirs,
+            read_only_volumes,
         )
-        containers = _containers(template["spec"], volumes, secrets)
-        pods.append(Pod(name, ips[name], component, PHASES.get(component, 4), job, containers))
+        pod_spec = template["spec"]
+        containers = _containers(name, pod_spec, volumes, secrets, image_tag, state_dir)
+        pods.append(
+            Pod(
+                name,
+                ips[name],
+                component,
+                PHASES.get(component, 4),
+                job,
+                containers,
+                fs_group=pod_spec.get("securityContext", {}).get("fsGroup"),
+                volume_dirs=tuple(sorted(set(volumes.values()))),
+                fs_group_dirs=tuple(sorted(set(volumes.values()) - read_only_volumes)),
+                grace_seconds=pod_spec.get("terminationGracePeriodSeconds", 30),
+                schedule=schedules.get(name),
+            )
+        )
     pods.sort(key=lambda pod: (pod.phase, pod.name))
     hosts = _hosts(by_kind.get("Service", []), pods, templates, ips)
-    return Plan(subnet, tuple(pods), hosts, tuple(files), tuple(sorted(directories)))
+    return Plan(
+        subnet,
+        tuple(pods),
+        hosts,
+        tuple(files),
+        tuple(sorted(directories)),
+        tuple(sorted(empty_dirs)),
+    )
+
+
+def _allocate_ips(names: list[str], subnet: str, existing: Mapping[str, str]) -> dict[str, str]:
+    """Keep the address of every pod that had one; give new pods the lowest free ones."""
+    hosts = list(ipaddress.ip_network(subnet).hosts())[9:]  # .1-.9 for the gateway and tools
+    kept = {name: existing[name] for name in names if name in existing}
+    free = (str(ip) for ip in hosts if str(ip) not in set(kept.values()))
+    try:
+        return {name: kept[name] if name in kept else next(free) for name in names}
+    except StopIteration:
+        raise ValueError(f"subnet {subnet} has too few addresses for {len(names)} pods") from None
+
+
+def local_image(image: str, tag: str) -> str:
+    """The image the sandbox runs for ``image``: itself, or the local build standing in."""
+    for pattern, name in LOCAL_IMAGES.items():
+        if pattern.match(image):
+            return f"localhost/slurm-stack/{name}:{tag}"
+    return image
+
+
+def _probe(container: Manifest) -> Probe | None:
+    """What the sandbox waits on before it starts the next container or phase."""
+    probe = container.get("readinessProbe") or container.get("startupProbe")
+    if not probe:
+        return None
+    timing = {
+        "period": probe.get("periodSeconds", 10),
+        "failures": probe.get("failureThreshold", 3),
+    }
+    startup = container.get("startupProbe")
+    if startup:  # the startup probe bounds how long a container may take to become ready
+        timing = {
+            "period": startup.get("periodSeconds", 10),
+            "failures": startup.get("failureThreshold", 3),
+        }
+    if "tcpSocket" in probe:
+        return Probe(port=int(probe["tcpSocket"]["port"]), **timing)
+    return Probe(command=tuple(probe["exec"]["command"]), **timing)
+
+
+def _gpu_devices(gpus: int) -> tuple[tuple[str, str], ...]:
+    """No GPU here: a harmless character device stands at each path gres.conf names. The
+    node's kernel log, where the XID check looks, is the host's own (read-only)."""
+    if not gpus:
+        return ()
+    return (*(("/dev/null", f"/dev/nvidia{i}") for i in range(gpus)), ("/dev/kmsg", "/dev/kmsg"))
+
+
+def _gpu_count(container: Manifest) -> int:
+    limits = container.get("resources", {}).get("limits", {})
+    return int(limits.get(GPU_RESOURCE, 0))
 
 
 def _secret_data(secret: Manifest) -> dict[str, bytes]:
@@ -148,6 +285,8 @@ def _volumes(
     secrets: dict[str, dict[str, bytes]],
     files: list[File],
     directories: set[str],
+    empty_dirs: set[str],
+    read_only_volumes: set[str],
 ) -> dict[str, str]:
     """Host path of each pod volume, recording the files and directories to create."""
     paths: dict[str, str] = {}
@@ -155,8 +294,11 @@ def _volumes(
         name = volume["name"]
         if "emptyDir" in volume:
             paths[name] = f"{state_dir}/pods/{pod}/{name}"
+            empty_dirs.add(paths[name])
         elif "persistentVolumeClaim" in volume:
             paths[name] = f"{state_dir}/claims/{volume['persistentVolumeClaim']['claimName']}"
+            if volume["persistentVolumeClaim"].get("readOnly"):
+                read_only_volumes.add(paths[name])
         elif "hostPath" in volume:
             paths[name] = f"{state_dir}/hostpath{volume['hostPath']['path']}"
         elif "configMap" in volume or "secret" in volume:
@@ -193,7 +335,12 @@ def _env(container: Manifest, secrets: dict[str, dict[str, bytes]]) -> tuple[tup
 
 
 def _containers(
-    pod_spec: Manifest, volumes: dict[str, str], secrets: dict[str, dict[str, bytes]]
+    pod: str,
+    pod_spec: Manifest,
+    volumes: dict[str, str],
+    secrets: dict[str, dict[str, bytes]],
+    image_tag: str,
+    state_dir: str,
 ) -> tuple[Container, ...]:
     out = []
     entries = [
@@ -202,22 +349,38 @@ def _containers(
     ] + [("main", c) for c in pod_spec["containers"]]
     for role, container in entries:
         context = container.get("securityContext", {})
+        mounts = [
+            Mount(volumes[m["name"]], m["mountPath"], bool(m.get("readOnly")))
+            for m in container.get("volumeMounts", [])
+        ]
+        env = _env(container, secrets)
+        gpus = _gpu_count(container)
+        if gpus:
+            mounts += [
+                Mount(f"{state_dir}/fake-gpu/bin/nvidia-smi", f"{FAKE_GPU_BIN}/nvidia-smi", True),
+                Mount(f"{state_dir}/fake-gpu/{pod}", FAKE_GPU_DIR, True),
+            ]
+            env += (("FAKE_GPU_COUNT", str(gpus)),)
+        pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {})
         out.append(
             Container(
                 name=container["name"],
-                image=container["image"],
+                image=local_image(container["image"], image_tag),
                 role=role,  # type: ignore[arg-type]
                 command=tuple(container.get("command", ())),
                 args=tuple(container.get("args", ())),
-                env=_env(container, secrets),
+                env=env,
                 user=context.get("runAsUser"),
+                group=context.get("runAsGroup"),
                 cap_add=tuple(context.get("capabilities", {}).get("add", ())),
+                cap_drop=tuple(context.get("capabilities", {}).get("drop", ())),
+                no_new_privileges=context.get("allowPrivilegeEscalation") is False,
                 privileged=bool(context.get("privileged")),
                 apparmor_unconfined=context.get("appArmorProfile", {}).get("type") == "Unconfined",
-                mounts=tuple(
-                    Mount(volumes[m["name"]], m["mountPath"], bool(m.get("readOnly")))
-                    for m in container.get("volumeMounts", [])
-                ),
+                mounts=tuple(mounts),
+                devices=_gpu_devices(gpus),
+                probe=_probe(container),
+                pre_stop=tuple(pre_stop.get("command", ())),
             )
         )
     return tuple(out)

@@ -1,0 +1,342 @@
+"""Make podman run a plan, the way `pulumi up` makes Kubernetes run the manifests.
+
+Re-applying is idempotent: a pod whose plan (containers, mounts, config files) is unchanged keeps
+running; a changed pod is replaced (a rollout); a pod no longer planned is stopped after its
+preStop hook (a scale-down); a Job runs once per name. Volumes are never deleted here.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from slurm_stack.sandbox.plan import Container, File, Plan, Pod, Probe
+from slurm_stack.sandbox.podman import (
+    FINGERPRINT_LABEL,
+    PRE_STOP_LABEL,
+    SANDBOX_LABEL,
+    Podman,
+    PodmanError,
+    container_create_args,
+    container_name,
+    env_file_text,
+    network_create_args,
+    pod_create_args,
+)
+from slurm_stack.sandbox.state import SandboxState
+
+Log = Callable[[str], None]
+INIT_TIMEOUT = 900  # populate-jail copies a whole root filesystem before workers may start
+PROBE_POLL = 0.2
+CRASH_LOOP_RESTARTS = 3  # Kubernetes would back off; the sandbox reports the logs instead
+
+
+class SandboxError(RuntimeError):
+    """A pod did not start or a Job failed; the message carries the container's last lines."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyReport:
+    """What an apply changed."""
+
+    created: tuple[str, ...]
+    kept: tuple[str, ...]
+    removed: tuple[str, ...]
+    jobs_run: tuple[str, ...]
+
+
+def network_name(sandbox: str) -> str:
+    """The sandbox's private podman network."""
+    return f"slurm-stack-{sandbox}"
+
+
+def fingerprint(pod: Pod, files: list[File], image_ids: tuple[str, ...] = ()) -> str:
+    """Changes exactly when what the pod runs, the images it runs (a rebuild under the same
+    tag included) or the files it mounts change."""
+    digest = hashlib.sha256(json.dumps(dataclasses.asdict(pod), sort_keys=True).encode())
+    digest.update("\0".join(image_ids).encode())
+    for file in sorted(files, key=lambda f: f.path):
+        digest.update(f"\0{file.path}\0{file.mode}\0".encode() + file.content)
+    return digest.hexdigest()[:16]
+
+
+def pod_files(plan: Plan, pod: Pod, state: SandboxState) -> list[File]:
+    """The ConfigMap and Secret files of one pod."""
+    prefix = f"{state.root}/pods/{pod.name}/"
+    return [file for file in plan.files if file.path.startswith(prefix)]
+
+
+def write_hosts(plan: Plan, state: SandboxState) -> None:
+    """Rewrite the shared hosts file in place (containers bind it: its inode must stay)."""
+    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    lines += [f"{ip} {name}" for name, ip in plan.hosts.items()]
+    state.hosts_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(state.hosts_file, "a+") as handle:
+        handle.seek(0)
+        handle.truncate()
+        handle.write("\n".join(lines) + "\n")
+    os.chmod(state.hosts_file, 0o644)
+
+
+def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
+    """Volume directories as the kubelet leaves them: emptyDir fresh and 0777, a volume whose
+    group is not the pod's fsGroup handed to that group (setgid, group-writable)."""
+    for path in pod.volume_dirs:
+        directory = Path(path)
+        if path in plan.empty_dirs and directory.exists():
+            shutil.rmtree(directory)  # a new pod gets a new emptyDir
+        directory.mkdir(parents=True, exist_ok=True)
+        if path in plan.empty_dirs:
+            directory.chmod(0o777)
+        if (
+            pod.fs_group is not None
+            and path in pod.fs_group_dirs
+            and directory.stat().st_gid != pod.fs_group
+        ):
+            os.chown(directory, -1, pod.fs_group)
+            directory.chmod(directory.stat().st_mode | 0o2070)
+    for file in pod_files(plan, pod, state):
+        target = Path(file.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(file.content)
+        target.chmod(file.mode)
+        if pod.fs_group is not None:
+            os.chown(target, -1, pod.fs_group)
+
+
+def _write_env(pod: Pod, container: Container, state: SandboxState) -> str:
+    path = state.env_file(container_name(pod, container))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(env_file_text(container))
+    return str(path)
+
+
+class Applier:
+    """Applies plans of one sandbox."""
+
+    def __init__(self, sandbox: str, state: SandboxState, podman: Podman, log: Log) -> None:
+        self.sandbox = sandbox
+        self.state = state
+        self.podman = podman
+        self.log = log
+
+    # -- pods ---------------------------------------------------------------------------------
+
+    def running_pods(self) -> dict[str, str]:
+        """Pods of this sandbox that exist now, with their fingerprints."""
+        pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
+        return {
+            str(p["Name"]): str((p.get("Labels") or {}).get(FINGERPRINT_LABEL, ""))  # type: ignore[union-attr]
+            for p in pods
+        }
+
+    def remove_pod(self, pod_name: str, pre_stop: tuple[str, ...] = (), grace: int = 30) -> None:
+        """Run the main container's preStop hook, then stop and remove the pod."""
+        if pre_stop:
+            main = self._main_container_name(pod_name)
+            if main:
+                self.log(f"{pod_name}: preStop {' '.join(pre_stop)}")
+                self.podman.exec(main, pre_stop, timeout=grace)
+        self.podman.run(["pod", "rm", "--force", "--time", "10", pod_name], check=False)
+
+    def _main_container_name(self, pod_name: str) -> str | None:
+        for entry in self.podman.labelled("container", f"{SANDBOX_LABEL}.role=main"):
+            if entry.get("PodName") == pod_name:
+                names = entry.get("Names") or []
+                return str(names[0]) if names else None  # type: ignore[index]
+        return None
+
+    def _start_container(self, pod: Pod, container: Container) -> str:
+        name = container_name(pod, container)
+        env_file = _write_env(pod, container, self.state)
+        restart = not pod.job and container.role != "init"
+        args = container_create_args(
+            pod, container, env_file, str(self.state.hosts_file), restart=restart
+        )
+        self.podman.run(args)
+        self.podman.run(["start", name])
+        return name
+
+    def _wait_exit(self, pod: Pod, container: Container, name: str, timeout: float) -> None:
+        result = self.podman.run(["wait", name], check=False, timeout=timeout)
+        code = result.stdout.strip()
+        if result.returncode != 0 or code != "0":
+            raise SandboxError(
+                f"{pod.name}: container {container.name} exited {code or '?'}:\n"
+                + self.podman.logs(name)
+            )
+
+    def _wait_ready(self, pod: Pod, container: Container, name: str) -> None:
+        probe = container.probe
+        if probe is None:
+            return
+        deadline = time.monotonic() + max(probe.period * probe.failures, 30)
+        while time.monotonic() < deadline:
+            if self._probe_passes(pod, name, probe):
+                return
+            restarts = self.podman.run(
+                ["inspect", "--format", "{{.RestartCount}}", name], check=False
+            ).stdout.strip()
+            if restarts.isdigit() and int(restarts) >= CRASH_LOOP_RESTARTS:
+                raise SandboxError(
+                    f"{pod.name}: container {container.name} keeps exiting "
+                    f"({restarts} restarts):\n" + self.podman.logs(name)
+                )
+            time.sleep(PROBE_POLL)
+        raise SandboxError(
+            f"{pod.name}: container {container.name} not ready after "
+            f"{max(probe.period * probe.failures, 30):g}s:\n" + self.podman.logs(name)
+        )
+
+    def _probe_passes(self, pod: Pod, name: str, probe: Probe) -> bool:
+        if probe.port is not None:
+            try:
+                with socket.create_connection((pod.ip, probe.port), timeout=1):
+                    return True
+            except OSError:
+                return False
+        return self.podman.exec(name, probe.command, timeout=10).returncode == 0
+
+    def start_pod(self, plan: Plan, pod: Pod, print_fingerprint: str) -> None:
+        """Create a pod and start its containers in Kubernetes order; wait until it is ready
+        (a Job pod: until its containers have finished)."""
+        _prepare_volumes(plan, pod, self.state)
+        self.podman.run(
+            pod_create_args(pod, network_name(self.sandbox), self.sandbox, print_fingerprint)
+        )
+        for container in pod.containers:
+            name = self._start_container(pod, container)
+            if container.role == "init":
+                self._wait_exit(pod, container, name, INIT_TIMEOUT)
+            elif container.role == "sidecar" or not pod.job:
+                self._wait_ready(pod, container, name)
+            else:
+                self._wait_exit(pod, container, name, INIT_TIMEOUT)
+
+    # -- the whole plan -----------------------------------------------------------------------
+
+    def apply(self, plan: Plan) -> ApplyReport:
+        """Bring the sandbox to ``plan``; see the module docstring."""
+        if not self.podman.exists("network", network_name(self.sandbox)):
+            self.podman.run(
+                network_create_args(network_name(self.sandbox), plan.subnet, self.sandbox)
+            )
+        for directory in plan.directories:
+            if "/claims/" in directory:
+                Path(directory).mkdir(parents=True, exist_ok=True)
+        write_hosts(plan, self.state)
+
+        running = self.running_pods()
+        planned = {pod.name for pod in plan.pods}
+        removed = []
+        for name in sorted(set(running) - planned):
+            pre_stop = self._pre_stop_of(name)
+            self.log(f"{name}: no longer planned; stopping it")
+            self.remove_pod(name, pre_stop)
+            removed.append(name)
+
+        created, kept, jobs = [], [], []
+        for phase in sorted({pod.phase for pod in plan.pods}):
+            todo = []
+            for pod in (p for p in plan.pods if p.phase == phase):
+                print_ = fingerprint(pod, pod_files(plan, pod, self.state), self._image_ids(pod))
+                if pod.schedule is not None:
+                    continue
+                if pod.job:
+                    if self.state.job_done(pod.name).exists():
+                        continue
+                    if pod.name in running:
+                        self.remove_pod(pod.name)
+                    todo.append((pod, print_))
+                elif running.get(pod.name) == print_ and self._healthy(pod):
+                    kept.append(pod.name)
+                else:
+                    if pod.name in running:
+                        self.log(f"{pod.name}: changed; replacing it")
+                        self.remove_pod(pod.name, _main_pre_stop(pod), pod.grace_seconds)
+                    todo.append((pod, print_))
+            self._start_all(plan, todo)
+            for pod, _ in todo:
+                if pod.job:
+                    self.state.job_done(pod.name).parent.mkdir(parents=True, exist_ok=True)
+                    self.state.job_done(pod.name).touch()
+                    self.podman.run(["pod", "rm", "--force", pod.name], check=False)
+                    jobs.append(pod.name)
+                else:
+                    created.append(pod.name)
+        return ApplyReport(tuple(created), tuple(kept), tuple(removed), tuple(jobs))
+
+    def run_cron_job(self, plan: Plan, name: str) -> None:
+        """Run a CronJob's pod once now, as `kubectl create job --from=cronjob/NAME` would."""
+        pod = next((p for p in plan.pods if p.name == name and p.schedule is not None), None)
+        if pod is None:
+            known = ", ".join(p.name for p in plan.pods if p.schedule is not None) or "none"
+            raise SandboxError(f"no CronJob {name!r} in this stack; CronJobs: {known}")
+        self.podman.run(["pod", "rm", "--force", name], check=False)
+        try:
+            self.start_pod(plan, pod, fingerprint(pod, pod_files(plan, pod, self.state)))
+        finally:
+            self.podman.run(["pod", "rm", "--force", name], check=False)
+
+    def _start_all(self, plan: Plan, todo: list[tuple[Pod, str]]) -> None:
+        if not todo:
+            return
+        for pod, _ in todo:
+            self.log(f"{pod.name}: starting ({pod.component}{', job' if pod.job else ''})")
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(self.start_pod, plan, pod, print_) for pod, print_ in todo]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise SandboxError("\n\n".join(str(e) for e in errors))
+
+    def _image_ids(self, pod: Pod) -> tuple[str, ...]:
+        images = sorted({c.image for c in pod.containers})
+        out = self.podman.run(["image", "inspect", "--format", "{{.Id}}", *images], check=False)
+        return tuple(out.stdout.split())
+
+    def _healthy(self, pod: Pod) -> bool:
+        """Every container of a long-running pod that should run is running."""
+        for container in pod.containers:
+            if container.role == "init":
+                continue
+            state = self.podman.run(
+                ["inspect", "--format", "{{.State.Status}}", container_name(pod, container)],
+                check=False,
+            ).stdout.strip()
+            if state != "running":
+                return False
+        return True
+
+    def _pre_stop_of(self, pod_name: str) -> tuple[str, ...]:
+        """The preStop hook of a running pod's main container (from its labels)."""
+        main = self._main_container_name(pod_name)
+        if not main:
+            return ()
+        out = self.podman.run(
+            ["inspect", "--format", f'{{{{index .Config.Labels "{PRE_STOP_LABEL}"}}}}', main],
+            check=False,
+        ).stdout.strip()
+        return tuple(json.loads(out)) if out and out != "<no value>" else ()
+
+    def down(self) -> list[str]:
+        """Stop and remove every pod (preStop hooks first) and the network; keep the state."""
+        names = sorted(self.running_pods())
+        for name in names:
+            self.remove_pod(name, self._pre_stop_of(name))
+        self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)
+        return names
+
+
+def _main_pre_stop(pod: Pod) -> tuple[str, ...]:
+    return next((c.pre_stop for c in pod.containers if c.role == "main" and c.pre_stop), ())
+
+
+__all__ = ["Applier", "ApplyReport", "PodmanError", "SandboxError", "network_name"]

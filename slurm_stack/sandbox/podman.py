@@ -1,0 +1,168 @@
+"""podman command lines for the plan's pods and containers, and a thin way to run them.
+
+The argument builders are pure (tested without podman); `Podman` only runs commands.
+"""
+
+import json
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slurm_stack.sandbox.plan import Container, Pod
+
+SANDBOX_LABEL = "slurm-stack.io/sandbox"
+FINGERPRINT_LABEL = "slurm-stack.io/fingerprint"
+COMPONENT_LABEL = "slurm-stack.io/component"
+PRE_STOP_LABEL = "slurm-stack.io/pre-stop"
+
+
+class PodmanError(RuntimeError):
+    """A podman command failed."""
+
+
+def container_name(pod: Pod, container: Container) -> str:
+    """Unique name of a pod's container: `<pod>--<container>`."""
+    return f"{pod.name}--{container.name}"
+
+
+def network_create_args(network: str, subnet: str, sandbox: str) -> list[str]:
+    """A private bridge network; no DNS (the sandbox writes /etc/hosts, see plan.py)."""
+    return [
+        "network",
+        "create",
+        "--disable-dns",
+        "--subnet",
+        subnet,
+        "--label",
+        f"{SANDBOX_LABEL}={sandbox}",
+        network,
+    ]
+
+
+def pod_create_args(pod: Pod, network: str, sandbox: str, fingerprint: str) -> list[str]:
+    """A pod with the plan's fixed address; /etc/hosts comes from the sandbox's hosts file."""
+    return [
+        "pod",
+        "create",
+        "--name",
+        pod.name,
+        "--hostname",
+        pod.name,
+        "--network",
+        network,
+        "--ip",
+        pod.ip,
+        "--no-hosts",
+        "--label",
+        f"{SANDBOX_LABEL}={sandbox}",
+        "--label",
+        f"{COMPONENT_LABEL}={pod.component}",
+        "--label",
+        f"{FINGERPRINT_LABEL}={fingerprint}",
+    ]
+
+
+def container_create_args(
+    pod: Pod, container: Container, env_file: str, hosts_file: str, *, restart: bool
+) -> list[str]:
+    """`podman create` for one container, with the manifest's user, capabilities and mounts."""
+    args = [
+        "create",
+        "--pod",
+        pod.name,
+        "--name",
+        container_name(pod, container),
+        "--env-file",
+        env_file,
+        "--mount",
+        f"type=bind,src={hosts_file},dst=/etc/hosts,ro=true",
+        "--label",
+        f"{SANDBOX_LABEL}.role={container.role}",
+    ]
+    if container.pre_stop:
+        args += ["--label", f"{PRE_STOP_LABEL}={json.dumps(list(container.pre_stop))}"]
+    if restart:  # the kubelet restarts containers of long-running pods
+        args += ["--restart", "always"]
+    if container.user is not None:
+        user = str(container.user)
+        if container.group is not None:
+            user += f":{container.group}"
+        args += ["--user", user]
+    if pod.fs_group is not None:
+        args += ["--group-add", str(pod.fs_group)]
+    if container.privileged:
+        args.append("--privileged")
+    for cap in container.cap_drop:
+        args += ["--cap-drop", cap.lower()]
+    for cap in container.cap_add:
+        args += ["--cap-add", cap.lower()]
+    if container.no_new_privileges:
+        args += ["--security-opt", "no-new-privileges"]
+    if container.apparmor_unconfined:
+        args += ["--security-opt", "apparmor=unconfined"]
+    for mount in container.mounts:
+        spec = f"type=bind,src={mount.source},dst={mount.target}"
+        args += ["--mount", spec + (",ro=true" if mount.read_only else "")]
+    for source, target in container.devices:
+        args += [
+            "--device",
+            f"{source}:{target}:r" if source == "/dev/kmsg" else f"{source}:{target}",
+        ]
+    if container.command:
+        args += ["--entrypoint", json.dumps(list(container.command))]
+    args.append(container.image)
+    args += list(container.args)
+    return args
+
+
+def env_file_text(container: Container) -> str:
+    """The container's environment as a podman env file (one `NAME=value` a line)."""
+    lines = []
+    for name, value in container.env:
+        if "\n" in value:
+            raise ValueError(f"env {name} of {container.name} spans lines; podman cannot pass it")
+        lines.append(f"{name}={value}")
+    return "".join(line + "\n" for line in lines)
+
+
+@dataclass
+class Podman:
+    """Runs podman; raises PodmanError with podman's own message on failure."""
+
+    binary: str = "podman"
+
+    def run(
+        self, args: Sequence[str], *, check: bool = True, timeout: float | None = 300
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `podman args…`, capturing output."""
+        result = subprocess.run(
+            [self.binary, *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise PodmanError(
+                f"podman {' '.join(args[:3])} … failed ({result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result
+
+    def exists(self, kind: str, name: str) -> bool:
+        """Whether a pod, container, network or image of that name exists."""
+        return self.run([kind, "exists", name], check=False).returncode == 0
+
+    def labelled(self, kind: str, label: str) -> list[dict[str, object]]:
+        """Pods or containers carrying ``label`` (`key=value`), as podman lists them."""
+        base = ["pod", "ps"] if kind == "pod" else ["ps", "--all"]
+        out = self.run([*base, "--filter", f"label={label}", "--format", "json"]).stdout
+        return json.loads(out or "[]")
+
+    def exec(
+        self, container: str, command: Sequence[str], *, timeout: float | None = 60, user: str = ""
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command in a running container (never raises on its exit status)."""
+        options = ["--user", user] if user else []
+        return self.run(["exec", *options, container, *command], check=False, timeout=timeout)
+
+    def logs(self, container: str, tail: int = 40) -> str:
+        """The last lines a container printed."""
+        result = self.run(["logs", "--tail", str(tail), container], check=False)
+        return (result.stdout + result.stderr).strip()

@@ -1,0 +1,99 @@
+"""The manifests a sandbox runs: the stack rendered as `pulumi up` would create it.
+
+Two things are added to what the stack file says, both as a deployed cluster would have them:
+- a login user of the sandbox's own (`SANDBOX_USER`) with a key generated for this sandbox, so
+  `sandbox ssh` can log in (the stack's users keep their own keys);
+- Secret values kept from the first `up`: Pulumi state keeps the values of random resources, so
+  a re-apply never rotates the munge key, the host keys or the database password.
+"""
+
+import base64
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slurm_stack.offline import manifests, validate_manifests
+from slurm_stack.offline.engine import run_program
+from slurm_stack.sandbox.state import SandboxState
+from slurm_stack.spec import ClusterSpec, load_spec
+from slurm_stack.stackfile import load_stack_config
+
+SANDBOX_USER = "sandbox"
+SANDBOX_UID = 2000
+
+Manifest = dict[str, Any]
+
+
+class SandboxStackError(RuntimeError):
+    """The stack cannot run in a sandbox (schema problems, unsupported settings)."""
+
+
+@dataclass(frozen=True)
+class SandboxStack:
+    """A rendered stack ready for the sandbox plan."""
+
+    spec: ClusterSpec
+    manifests: list[Manifest]
+    outputs: dict[str, Any]
+
+
+def cluster_key(project: str) -> str:
+    """The config key of the cluster definition."""
+    return f"{project}:cluster"
+
+
+def with_sandbox_user(cluster: dict[str, Any], public_key: str) -> dict[str, Any]:
+    """``cluster`` with the sandbox's login user added (or its keys replaced)."""
+    login = dict(cluster.get("login") or {})
+    users = [u for u in login.get("users") or [] if u.get("name") != SANDBOX_USER]
+    users.append({"name": SANDBOX_USER, "authorizedKeys": [public_key]})
+    login["users"] = users
+    return {**cluster, "login": login}
+
+
+def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> SandboxStack:
+    """Run the stack program offline with the sandbox user; keep Secret values across runs."""
+    from slurm_stack.program import run
+
+    stack = load_stack_config(stack_file, project)
+    key = cluster_key(project)
+    if key not in stack.config:
+        raise SandboxStackError(f"{stack_file}: no {key} in the stack config")
+    cluster = with_sandbox_user(json.loads(stack.config[key]), state.ssh_public_key())
+    spec = load_spec(cluster)
+    config = {**stack.config, key: json.dumps(cluster)}
+    result = run_program(
+        run, project=project, stack=stack.stack, config=config, secret_keys=stack.secret_keys
+    )
+    documents = manifests(result.resources)
+    problems = validate_manifests(documents, unknown_kinds="skip")
+    if problems:
+        raise SandboxStackError("rendered objects fail the schema:\n  " + "\n  ".join(problems))
+    return SandboxStack(spec, keep_secrets(documents, state.secrets_file), dict(result.outputs))
+
+
+def keep_secrets(documents: list[Manifest], path: Path) -> list[Manifest]:
+    """Secrets get the data they had at the first apply; new Secrets are recorded."""
+    kept: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
+    out = []
+    for document in documents:
+        if document["kind"] == "Secret":
+            name = document["metadata"]["name"]
+            data = kept.setdefault(name, _base64_data(document))
+            document = {**document, "data": data}
+            document.pop("stringData", None)
+        out.append(document)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(kept, handle, indent=2, sort_keys=True)
+    return out
+
+
+def _base64_data(secret: Manifest) -> dict[str, str]:
+    data = dict(secret.get("data", {}))
+    for name, value in secret.get("stringData", {}).items():
+        data[name] = base64.b64encode(value.encode()).decode()
+    return dict(sorted(data.items()))

@@ -1,0 +1,83 @@
+"""A sandbox's state directory: volumes, addresses, kept Secrets, its login key, finished Jobs.
+
+`sandbox down` removes the pods and keeps this directory, as deleting a Kubernetes workload
+keeps its volumes; `down --delete-data` removes it.
+"""
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+DEFAULT_ROOT = Path("/var/lib/slurm-stack/sandbox")
+
+
+@dataclass(frozen=True)
+class SandboxState:
+    """Paths of one sandbox (one stack) under ``root``."""
+
+    root: Path
+
+    @classmethod
+    def for_stack(cls, stack: str, base: Path = DEFAULT_ROOT) -> "SandboxState":
+        """The state of the sandbox of stack ``stack``."""
+        return cls(base / stack)
+
+    @property
+    def secrets_file(self) -> Path:
+        return self.root / "secrets.json"
+
+    @property
+    def ips_file(self) -> Path:
+        return self.root / "ips.json"
+
+    @property
+    def hosts_file(self) -> Path:
+        """The /etc/hosts every container mounts (the sandbox's stand-in for cluster DNS)."""
+        return self.root / "hosts"
+
+    @property
+    def ssh_key(self) -> Path:
+        return self.root / "ssh" / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "ssh" / "known_hosts"
+
+    def env_file(self, container: str) -> Path:
+        """Environment of one container (may hold secret values: mode 0600)."""
+        return self.root / "env" / f"{container}.env"
+
+    def job_done(self, job: str) -> Path:
+        """Marker of a Job that completed (Kubernetes keeps the finished Job object)."""
+        return self.root / "jobs" / f"{job}.done"
+
+    def load_ips(self) -> dict[str, str]:
+        """Pod addresses handed out so far."""
+        return json.loads(self.ips_file.read_text()) if self.ips_file.exists() else {}
+
+    def save_ips(self, ips: dict[str, str]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.ips_file.write_text(json.dumps(dict(sorted(ips.items())), indent=2) + "\n")
+
+    def ssh_public_key(self) -> str:
+        """The sandbox user's public key; the key pair is created on first use."""
+        if not self.ssh_key.exists():
+            self.ssh_key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            key = ed25519.Ed25519PrivateKey.generate()
+            private = key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.OpenSSH,
+                serialization.NoEncryption(),
+            )
+            fd = os.open(self.ssh_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(private)
+            public = key.public_key().public_bytes(
+                serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+            )
+            self.ssh_key.with_suffix(".pub").write_bytes(public + b" sandbox\n")
+        return self.ssh_key.with_suffix(".pub").read_text().strip()

@@ -1,0 +1,123 @@
+"""The real-Slurm tier: `tests/cluster/Pulumi.itest.yaml` booted once in the podman sandbox.
+
+Every test here talks to real daemons (slurmctld, slurmd, slurmdbd, MariaDB, munged, sshd) built
+from `images/` and started from the rendered manifests. They need root and podman, which
+`scripts/test.sh` sets up; elsewhere they skip with the reason.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from slurm_stack.sandbox.session import Sandbox
+
+HERE = Path(__file__).resolve().parent
+STACK = HERE / "Pulumi.itest.yaml"
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.cluster)
+
+
+def wait_for(what: str, probe: Callable[[], T], timeout: float = 60, every: float = 0.5) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    last: T = probe()
+    while not last:
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+        time.sleep(every)
+        last = probe()
+    return last
+
+
+class Cluster:
+    """The running sandbox, with the shell helpers the tests use."""
+
+    def __init__(self, sandbox: Sandbox, stack_file: Path) -> None:
+        self.sandbox = sandbox
+        self.stack_file = stack_file
+        self.name = sandbox.name
+        self.controller = sandbox.pod_of("controller")
+        self.jail = sandbox.state.root / "claims" / f"{self.name}-jail"
+
+    def ctl(self, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """A shell command in the controller container (Slurm admin tools as SlurmUser)."""
+        return self.sandbox.exec(self.controller, ["sh", "-c", command], timeout=timeout)
+
+    def node(self, node: str, command: str) -> subprocess.CompletedProcess[str]:
+        """A shell command in a worker's slurmd container (the pod, outside the jail)."""
+        return self.sandbox.exec(node, ["sh", "-c", command])
+
+    def login(self, command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """A shell command over ssh on the login node, as the sandbox user."""
+        return self.sandbox.ssh(command, timeout=timeout)
+
+    def ok(self, result: subprocess.CompletedProcess[str]) -> str:
+        assert result.returncode == 0, f"exit {result.returncode}: {result.stdout}{result.stderr}"
+        return result.stdout
+
+    def node_states(self) -> dict[str, str]:
+        out = self.ok(self.ctl("sinfo -N -h -o '%N %t'"))
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def node_field(self, node: str, field: str) -> str:
+        out = self.ok(self.ctl(f"scontrol show node {node}"))
+        for token in out.replace("\n", " ").split(" "):
+            if token.startswith(f"{field}="):
+                return token.split("=", 1)[1]
+        return ""
+
+    def node_reason(self, node: str) -> str:
+        out = self.ok(self.ctl(f"sinfo -h -n {node} -o '%E'"))
+        return out.strip()
+
+    def job_state(self, job_id: str) -> str:
+        out = self.ctl(f"scontrol show job {job_id} -o").stdout
+        for token in out.split():
+            if token.startswith("JobState="):
+                return token.split("=", 1)[1]
+        return ""
+
+    def wait_job(self, job_id: str, timeout: float = 120) -> str:
+        """Poll until the job has finished; return its final state."""
+        done = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+        return wait_for(
+            f"job {job_id} to finish",
+            lambda: (state := self.job_state(job_id)) in done and state,
+            timeout,
+        )
+
+    def all_idle(self, expected: int) -> bool:
+        states = self.node_states()
+        return len(states) == expected and all(s == "idle" for s in states.values())
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The itest stack running in the sandbox; torn down with its data at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("the real-Slurm tests run podman as root")
+    if shutil.which("podman") is None and os.environ.get("CI") != "true":
+        pytest.skip("podman is not installed: run `bash scripts/setup-podman.sh` first")
+    base = tmp_path_factory.mktemp("sandbox")
+    stack_file = base / STACK.name
+    shutil.copy(STACK, stack_file)
+    sandbox = Sandbox(stack_file, state_base=Path("/var/lib/slurm-stack/test-sandbox"))
+    sandbox.down(delete_data=True)  # a run that was killed may have left one behind
+    sandbox = Sandbox(stack_file, state_base=Path("/var/lib/slurm-stack/test-sandbox"))
+    sandbox.up()
+    cluster = Cluster(sandbox, stack_file)
+    wait_for("every worker idle", lambda: cluster.all_idle(4), timeout=120)
+    yield cluster
+    if os.environ.get("KEEP_SANDBOX") != "1":
+        sandbox.down(delete_data=True)

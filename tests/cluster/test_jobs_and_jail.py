@@ -1,0 +1,150 @@
+"""Jobs, logins and the jail on the real cluster."""
+
+import re
+import subprocess
+
+from tests.cluster.conftest import Cluster, wait_for
+
+MARKER = "/.slurm-stack-populated"
+
+
+def test_every_worker_registers_idle_with_its_pool_as_feature(cluster: Cluster) -> None:
+    wait_for("every worker idle", lambda: cluster.all_idle(4), timeout=60)
+    out = cluster.ok(cluster.ctl("sinfo -N -h -o '%N %t %f %P'"))
+    rows = sorted(line.split() for line in out.splitlines())
+    nodes = {row[0]: row for row in rows}
+    assert set(nodes) == {"itest-cpu-0", "itest-cpu-1", "itest-gpu-0", "itest-gpu-1"}
+    assert all(row[1] == "idle" for row in rows)
+    assert {row[2] for row in rows if row[0].startswith("itest-cpu")} == {"cpu"}
+    assert {row[2] for row in rows if row[0].startswith("itest-gpu")} == {"gpu"}
+    partitions = cluster.ok(cluster.ctl("scontrol show partition -o"))
+    main = next(line for line in partitions.splitlines() if "PartitionName=main" in line)
+    gpu = next(line for line in partitions.splitlines() if "PartitionName=gpu" in line)
+    # NodeSets by feature: the partitions hold exactly their pools' nodes.
+    assert "TotalNodes=4" in main and "Default=YES" in main
+    assert "TotalNodes=2" in gpu and "Default=NO" in gpu
+    assert "itest-gpu-[0-1]" in gpu and "itest-cpu" not in gpu
+    gres = cluster.node_field("itest-gpu-0", "Gres")
+    assert gres.startswith("gpu:h100:1")
+
+
+def test_srun_across_pools_from_the_login_node(cluster: Cluster) -> None:
+    out = cluster.ok(cluster.login("srun -N3 --ntasks-per-node=1 hostname"))
+    hosts = set(out.split())
+    assert len(hosts) == 3 and all(h.startswith("itest-") for h in hosts)
+
+
+def test_login_session_sees_the_jail(cluster: Cluster) -> None:
+    out = cluster.ok(cluster.login(f"id -un; ls /; head -n1 {MARKER}"))
+    assert out.startswith("sandbox\n")
+    assert "home" in out.split() and "version=localhost/slurm-stack/jail" in out
+
+
+def test_batch_job_with_inner_srun_writes_to_home_on_the_jail(cluster: Cluster) -> None:
+    script = (
+        "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=1 -o batch-%j.out\n"
+        f"srun hostname | sort\nhead -n1 {MARKER}\n"
+    )
+    cluster.ok(cluster.login(f"cat > batch.sh <<'EOF'\n{script}EOF"))
+    job = cluster.ok(cluster.login("sbatch --parsable batch.sh")).strip()
+    assert cluster.wait_job(job) == "COMPLETED"
+    out = cluster.ok(cluster.login(f"cat ~/batch-{job}.out"))
+    hosts = [line for line in out.splitlines() if line.startswith("itest-")]
+    assert len(hosts) == 2
+    assert "version=localhost/slurm-stack/jail" in out
+    # The same file, straight from the shared volume: the job wrote it into the jail.
+    assert (cluster.jail / "home" / "sandbox" / f"batch-{job}.out").read_text() == out
+
+
+def test_jobs_run_inside_the_jail_on_every_pool(cluster: Cluster) -> None:
+    for partition, nodes in (("main", "itest-cpu-[0-1]"), ("gpu", "itest-gpu-[0-1]")):
+        out = cluster.ok(cluster.login(f"srun -p {partition} -w {nodes} -N2 cat {MARKER}"))
+        assert out.count("version=localhost/slurm-stack/jail") == 2
+
+
+def test_a_job_cannot_read_the_pods_own_files(cluster: Cluster) -> None:
+    cluster.ok(cluster.node("itest-cpu-0", "echo pod-secret > /pod-only && chmod 644 /pod-only"))
+    result = cluster.login("srun -w itest-cpu-0 cat /pod-only")
+    assert result.returncode != 0 and "pod-secret" not in result.stdout
+    # No path back to the pod's root through /proc either.
+    back = cluster.login(
+        "srun -w itest-cpu-0 sh -c 'ls /proc/1/root/ || cat /proc/1/root/pod-only'"
+    )
+    assert "pod-secret" not in back.stdout and back.returncode != 0
+
+
+def test_proc_in_a_job_shows_the_node_not_the_host(cluster: Cluster) -> None:
+    out = cluster.ok(cluster.login("srun -w itest-cpu-0 sh -c 'ls /proc | grep -c \"^[0-9]\"'"))
+    # The pod's processes only (slurmd, the step and the task), never the host's hundreds.
+    assert 0 < int(out.strip()) < 40
+
+
+def test_files_a_job_writes_are_seen_by_login_and_other_workers(cluster: Cluster) -> None:
+    cluster.ok(cluster.login("srun -w itest-cpu-0 sh -c 'echo from-cpu-0 > ~/shared.txt'"))
+    assert cluster.ok(cluster.login("cat ~/shared.txt")).strip() == "from-cpu-0"
+    out = cluster.ok(cluster.login("srun -w itest-gpu-1 cat /home/sandbox/shared.txt"))
+    assert out.strip() == "from-cpu-0"
+
+
+def test_scratch_submount_is_node_local(cluster: Cluster) -> None:
+    cluster.ok(cluster.login("srun -w itest-cpu-0 sh -c 'echo a > /scratch/only-on-cpu-0'"))
+    assert cluster.ok(cluster.login("srun -w itest-cpu-0 cat /scratch/only-on-cpu-0")) == "a\n"
+    other = cluster.login("srun -w itest-cpu-1 ls /scratch/only-on-cpu-0")
+    assert other.returncode != 0
+    # And not on the shared jail volume.
+    assert not (cluster.jail / "scratch" / "only-on-cpu-0").exists()
+
+
+def test_opting_out_of_the_jail_is_refused_unless_allowed(cluster: Cluster) -> None:
+    result = cluster.login("srun --no-jail hostname")
+    assert result.returncode != 0
+    assert "no-jail" in result.stderr
+
+
+def test_a_broken_jail_fails_the_task_instead_of_running_on_the_pod(cluster: Cluster) -> None:
+    # Hide the jail on one worker (an unmounted or unpopulated volume looks the same).
+    cluster.ok(cluster.node("itest-cpu-1", "mount -t tmpfs broken /mnt/jail"))
+    try:
+        result = cluster.login("srun -w itest-cpu-1 sh -c 'echo ran; cat /pod-only'")
+        assert result.returncode != 0
+        assert "ran" not in result.stdout
+        assert "slurm-stack jail: the jail at /mnt/jail is not usable" in result.stderr
+    finally:
+        cluster.ok(cluster.node("itest-cpu-1", "umount /mnt/jail"))
+    wait_for("itest-cpu-1 idle", lambda: cluster.node_states().get("itest-cpu-1") == "idle")
+    assert cluster.ok(cluster.login("srun -w itest-cpu-1 cat /.slurm-stack-populated"))
+
+
+def test_interactive_ssh_gets_a_terminal(cluster: Cluster) -> None:
+    command = [*cluster.sandbox.ssh_command(tty=True), "tty"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert re.match(r"^/dev/pts/\d+\s*$", result.stdout), result.stdout + result.stderr
+
+
+def test_accounting_records_jobs_with_user_and_account(cluster: Cluster) -> None:
+    assert "itest" in cluster.ok(cluster.ctl("sacctmgr -n show cluster format=cluster"))
+    job = cluster.ok(cluster.login("sbatch --parsable --wrap 'true'")).strip()
+    assert cluster.wait_job(job) == "COMPLETED"
+
+    def record() -> str:
+        out = cluster.ctl(f"sacct -n -X -j {job} -P -o JobID,User,Account,State").stdout
+        return out if "COMPLETED" in out else ""
+
+    fields = wait_for("the job in sacct", record, timeout=60).strip().split("|")
+    assert fields == [job, "sandbox", "sandbox", "COMPLETED"]
+
+
+def test_populate_jail_rerun_keeps_user_data(cluster: Cluster) -> None:
+    cluster.ok(cluster.login("echo mine > ~/keep-me.txt"))
+    # An admin installs software into the jail after population.
+    tool = cluster.jail / "usr" / "local" / "bin" / "site-tool"
+    tool.write_text("#!/bin/sh\necho site tool\n")
+    tool.chmod(0o755)
+    marker_before = (cluster.jail / MARKER.lstrip("/")).read_text()
+    for done in (cluster.sandbox.state.root / "jobs").glob("itest-populate-jail-*.done"):
+        done.unlink()  # as if the Job were run again
+    report = cluster.sandbox.up(build=False)
+    assert any(job.startswith("itest-populate-jail-") for job in report.jobs_run)
+    assert cluster.ok(cluster.login("cat ~/keep-me.txt")).strip() == "mine"
+    assert cluster.ok(cluster.login("site-tool")).strip() == "site tool"
+    assert (cluster.jail / MARKER.lstrip("/")).read_text() == marker_before

@@ -1,0 +1,87 @@
+"""What `pulumi up` does to a running cluster: scale up, a lost controller, a config change.
+
+These change the cluster, so they run last (pytest runs files in name order).
+"""
+
+import yaml
+
+from tests.cluster.conftest import Cluster, wait_for
+
+
+def edit_stack(cluster: Cluster, change) -> None:  # type: ignore[no-untyped-def]
+    """Change the stack file's cluster definition in place, as a user edits stack config."""
+    document = yaml.safe_load(cluster.stack_file.read_text())
+    change(document["config"]["slurm-stack:cluster"])
+    cluster.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def config_map_name(cluster: Cluster) -> str:
+    return next(p.name for p in cluster.sandbox.current_plan.pods if p.component == "reconfigure")
+
+
+def test_scale_up_adds_nodes_that_register_themselves(cluster: Cluster) -> None:
+    slurm_conf_before = cluster.ok(cluster.ctl("cat $SLURM_CONF"))
+    reconfigure_before = config_map_name(cluster)
+
+    def three_cpu_nodes(spec: dict) -> None:  # type: ignore[type-arg]
+        spec["workerPools"][0]["replicas"] = 3
+
+    edit_stack(cluster, three_cpu_nodes)
+    report = cluster.sandbox.up(build=False)
+    assert report.created == ("itest-cpu-2",)
+    assert report.removed == () and "itest-controller-0" in report.kept
+    wait_for("itest-cpu-2 idle", lambda: cluster.node_states().get("itest-cpu-2") == "idle")
+    assert cluster.node_field("itest-cpu-2", "AvailableFeatures") == "cpu"
+    assert cluster.ok(cluster.ctl("cat $SLURM_CONF")) == slurm_conf_before
+    assert config_map_name(cluster) == reconfigure_before  # same config, same hash
+    out = cluster.ok(cluster.login("srun -p main -C cpu -N3 hostname"))
+    assert "itest-cpu-2" in out.split()
+
+
+def test_controller_loss_loses_no_job(cluster: Cluster) -> None:
+    running = cluster.ok(
+        cluster.login("sbatch --parsable -w itest-cpu-0 --exclusive --wrap 'sleep 25'")
+    ).strip()
+    wait_for("the first job running", lambda: cluster.job_state(running) == "RUNNING")
+    queued = [
+        cluster.ok(
+            cluster.login("sbatch --parsable -w itest-cpu-0 --exclusive --wrap 'true'")
+        ).strip()
+        for _ in range(10)
+    ]
+    assert all(cluster.job_state(job) == "PENDING" for job in queued)
+
+    # The controller pod is lost; its Deployment brings a new one up on the same state volume.
+    cluster.sandbox.podman.run(["pod", "rm", "--force", cluster.controller])
+    report = cluster.sandbox.up(build=False)
+    assert cluster.controller in report.created
+
+    assert cluster.job_state(running) in ("RUNNING", "COMPLETED")
+    assert all(cluster.job_state(job) in ("PENDING", "RUNNING", "COMPLETED") for job in queued)
+    for job in [running, *queued]:
+        assert cluster.wait_job(job, timeout=120) == "COMPLETED"
+
+
+def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) -> None:
+    running = cluster.ok(
+        cluster.login("sbatch --parsable -w itest-cpu-1 --wrap 'sleep 20'")
+    ).strip()
+    wait_for("the job running", lambda: cluster.job_state(running) == "RUNNING")
+    before = config_map_name(cluster)
+
+    def limit_main(spec: dict) -> None:  # type: ignore[type-arg]
+        spec["partitions"][0]["options"] = ["MaxNodes=2"]
+
+    edit_stack(cluster, limit_main)
+    report = cluster.sandbox.up(build=False)
+    assert cluster.controller in report.created
+    assert not [name for name in report.created if "-cpu-" in name or "-gpu-" in name]
+    assert any(job.startswith("itest-reconfigure-") for job in report.jobs_run)
+    assert config_map_name(cluster) != before
+
+    partition = cluster.ok(cluster.ctl("scontrol show partition main -o"))
+    assert "MaxNodes=2" in partition
+    assert cluster.wait_job(running, timeout=90) == "COMPLETED"
+    # Workers fetched the new config without a restart.
+    conf = cluster.ok(cluster.node("itest-cpu-1", "cat /var/spool/slurmd/conf-cache/slurm.conf"))
+    assert "MaxNodes=2" in conf
