@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+import yaml
 
 from slurm_stack.sandbox.session import Sandbox
 
@@ -111,7 +112,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         pytest.skip("podman is not installed: run `bash scripts/setup-podman.sh` first")
     base = tmp_path_factory.mktemp("sandbox")
     stack_file = base / STACK.name
-    shutil.copy(STACK, stack_file)
+    document = yaml.safe_load(STACK.read_text())
+    version = os.environ.get("SLURM_STACK_TEST_SLURM_VERSION")
+    if version:  # the other supported major: `SLURM_STACK_TEST_SLURM_VERSION=24.11`
+        document["config"]["slurm-stack:cluster"]["slurmVersion"] = version
+    stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     sandbox = Sandbox(stack_file, state_base=Path("/var/lib/slurm-stack/test-sandbox"))
     sandbox.down(delete_data=True)  # a run that was killed may have left one behind
     sandbox = Sandbox(stack_file, state_base=Path("/var/lib/slurm-stack/test-sandbox"))
