@@ -1,11 +1,14 @@
 """The sandbox's translation of rendered manifests into podman pods (pure; no podman here)."""
 
 import base64
+from dataclasses import replace
 
 import pytest
 
 from slurm_stack.offline import ProgramRun, manifests
-from slurm_stack.sandbox.plan import Plan, plan
+from slurm_stack.sandbox.apply import fingerprint
+from slurm_stack.sandbox.plan import File, Plan, plan
+from slurm_stack.sandbox.podman import container_create_args, env_file_text
 
 STATE = "/var/lib/slurm-stack/sandbox/dev"
 
@@ -75,3 +78,59 @@ def test_volumes_files_and_secret_env(dev_plan: Plan, dev_run: ProgramRun) -> No
 
 def test_plan_is_deterministic(dev_run: ProgramRun) -> None:
     assert plan(manifests(dev_run.resources), STATE) == plan(manifests(dev_run.resources), STATE)
+
+
+def test_addresses_are_kept_across_plans(dev_run: ProgramRun) -> None:
+    first = plan(manifests(dev_run.resources), STATE)
+    ips = {pod.name: pod.ip for pod in first.pods}
+    ips["dev-cpu-0"], ips["dev-login-0"] = ips["dev-login-0"], ips["dev-cpu-0"]
+    again = plan(manifests(dev_run.resources), STATE, ips=ips)
+    assert {pod.name: pod.ip for pod in again.pods} == ips
+
+
+def test_readonly_claims_get_no_fs_group(dev_plan: Plan) -> None:
+    controller = next(pod for pod in dev_plan.pods if pod.name == "dev-controller-0")
+    assert controller.fs_group == 64030
+    assert f"{STATE}/claims/dev-jail" in controller.volume_dirs
+    assert f"{STATE}/claims/dev-jail" not in controller.fs_group_dirs
+    assert f"{STATE}/claims/dev-controller-state" in controller.fs_group_dirs
+
+
+def test_upstream_mariadb_runs_as_the_local_build(dev_run: ProgramRun) -> None:
+    local = plan(manifests(dev_run.resources), STATE, image_tag="26.05-0.1.0")
+    mariadb = next(pod for pod in local.pods if pod.name == "dev-mariadb-0").containers[0]
+    assert mariadb.image == "localhost/slurm-stack/mariadb:26.05-0.1.0"
+    assert mariadb.probe is not None and mariadb.probe.command[0] == "healthcheck.sh"
+
+
+def test_podman_arguments_follow_the_security_context(dev_plan: Plan) -> None:
+    pod = next(pod for pod in dev_plan.pods if pod.name == "dev-cpu-0")
+    slurmd = next(c for c in pod.containers if c.name == "slurmd")
+    args = container_create_args(pod, slurmd, "/env", "/hosts", restart=True)
+    assert args[args.index("--user") + 1] == "0"
+    assert "--privileged" not in args
+    caps = [args[i + 1] for i, a in enumerate(args) if a == "--cap-add"]
+    assert "sys_admin" in caps and "net_admin" not in caps
+    assert args[args.index("--cap-drop") + 1] == "all"
+    assert "apparmor=unconfined" in args
+    assert f"type=bind,src={STATE}/claims/dev-jail,dst=/mnt/jail" in args
+    assert args[args.index("--entrypoint") + 1] == '["/usr/lib/slurm-stack/entrypoint", "slurmd"]'
+    assert args[args.index("--restart") + 1] == "always"
+    assert any(a.startswith("slurm-stack.io/pre-stop=") for a in args)
+
+
+def test_env_values_must_fit_on_one_line(dev_plan: Plan) -> None:
+    pod = next(pod for pod in dev_plan.pods if pod.name == "dev-cpu-0")
+    slurmd = next(c for c in pod.containers if c.name == "slurmd")
+    assert "SLURMD_CONF_SERVER=dev-controller.slurm-dev.svc:6817\n" in env_file_text(slurmd)
+    broken = replace(slurmd, env=(("X", "a\nb"),))
+    with pytest.raises(ValueError, match="spans lines"):
+        env_file_text(broken)
+
+
+def test_fingerprint_follows_files_and_images(dev_plan: Plan) -> None:
+    pod = dev_plan.pods[0]
+    files = [File("/x/a", b"1", 0o644)]
+    assert fingerprint(pod, files) == fingerprint(pod, list(files))
+    assert fingerprint(pod, files) != fingerprint(pod, [File("/x/a", b"2", 0o644)])
+    assert fingerprint(pod, files, ("sha256:1",)) != fingerprint(pod, files, ("sha256:2",))
