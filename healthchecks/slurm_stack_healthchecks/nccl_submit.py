@@ -60,7 +60,7 @@ from typing import TextIO
 from .logline import format_line
 from .nccl import ThresholdError, parse_thresholds, select_threshold
 from .runner import CommandError, Runner
-from .sinfo import NodeInfo, SinfoError, list_nodes, parse_gpu_gres
+from .sinfo import NodeInfo, SinfoError, list_nodes, parse_gpu_gres, query
 
 HEALTHCHECK_PROGRAM = "/usr/lib/slurm-stack/healthcheck"
 JOB_NAME = "nccl-benchmark"
@@ -336,15 +336,8 @@ def sbatch_argv(config: SubmitConfig, target: Target) -> list[str]:
 
 def queued_benchmarks(runner: Runner, timeout: float) -> dict[str, str]:
     """Node name → job id of our benchmark jobs not yet finished; raises :class:`SinfoError`."""
-    try:
-        result = runner(list(SQUEUE_ARGV), timeout=timeout)
-    except CommandError as exc:
-        raise SinfoError(str(exc)) from None
-    if result.returncode != 0:
-        lines = (result.stderr or result.stdout).strip().splitlines()
-        raise SinfoError(f"squeue exited {result.returncode}: {lines[0][:100] if lines else ''}")
     queued: dict[str, str] = {}
-    for line in result.stdout.splitlines():
+    for line in query(runner, SQUEUE_ARGV, timeout).splitlines():
         job_id, _, nodes = line.strip().partition("|")
         for name in nodes.replace("|", ",").split(","):
             if name.strip() and name.strip().lower() not in ("(null)", "n/a"):

@@ -13,6 +13,7 @@ down, ``drained``, ``mixed``, ...); ``%P`` marks the default partition with ``*`
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .runner import CommandError, Runner
@@ -117,14 +118,19 @@ def parse_sinfo(text: str) -> list[NodeInfo]:
     return [replace(node, partitions=tuple(partitions[name])) for name, node in first.items()]
 
 
-def list_nodes(runner: Runner, timeout: float) -> list[NodeInfo]:
-    """Every node ``sinfo`` lists (hidden partitions included); raises :class:`SinfoError`."""
+def query(runner: Runner, argv: Sequence[str], timeout: float) -> str:
+    """The output of a Slurm query command; raises :class:`SinfoError` naming the command."""
     try:
-        result = runner(list(SINFO_ARGV), timeout=timeout)
+        result = runner(list(argv), timeout=timeout)
     except CommandError as exc:
         raise SinfoError(str(exc)) from None
     if result.returncode != 0:
         lines = (result.stderr or result.stdout).strip().splitlines()
         first = lines[0][:100] if lines else ""
-        raise SinfoError(f"sinfo exited {result.returncode}: {first}")
-    return parse_sinfo(result.stdout)
+        raise SinfoError(f"{argv[0]} exited {result.returncode}: {first}")
+    return result.stdout
+
+
+def list_nodes(runner: Runner, timeout: float) -> list[NodeInfo]:
+    """Every node ``sinfo`` lists (hidden partitions included); raises :class:`SinfoError`."""
+    return parse_sinfo(query(runner, SINFO_ARGV, timeout))
