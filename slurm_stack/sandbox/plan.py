@@ -15,7 +15,8 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
 - a GPU request gets fake device nodes and the fake `nvidia-smi` (no GPU here; the NVIDIA
-  device plugin would inject the real ones).
+  device plugin would inject the real ones), and the host's kernel log read-only for the XID
+  check (an unprivileged pod on Kubernetes cannot open /dev/kmsg).
 """
 
 import base64
