@@ -217,7 +217,9 @@ class Sandbox:
 
     def login_hint(self) -> str:
         """How a person logs in."""
-        command = " ".join(shlex.quote(a) for a in self.ssh_command() if a != "BatchMode=yes")
+        argv = self.ssh_command()
+        batch = argv.index("BatchMode=yes")  # a person may be asked for confirmation
+        command = " ".join(shlex.quote(a) for a in argv[: batch - 1] + argv[batch + 1 :])
         return (
             f"log in:  python -m slurm_stack sandbox ssh --stack {self.state.root.name}\n"
             f"   or:   {command}"
