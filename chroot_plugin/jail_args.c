@@ -75,6 +75,8 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = copy_path(cfg->spool, value, arg, err, err_len);
 		else if (key_len == 5 && !strncmp(arg, "munge", 5))
 			rc = copy_path(cfg->munge, value, arg, err, err_len);
+		else if (key_len == 10 && !strncmp(arg, "gpu_driver", 10))
+			rc = copy_path(cfg->gpu_driver, value, arg, err, err_len);
 		else if ((key_len == 8 && !strncmp(arg, "submount", 8)) ||
 			 (key_len == 4 && !strncmp(arg, "bind", 4)))
 			rc = add_bind(cfg, value, 0, arg, err, err_len);
@@ -87,8 +89,8 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = 0;
 		} else
 			return fail(err, err_len,
-				    "unknown argument '%s' (known: jail=, spool=, munge=, submount=, "
-				    "bind=, ro_bind=, allow_opt_out=)", arg);
+				    "unknown argument '%s' (known: jail=, spool=, munge=, gpu_driver=, "
+				    "submount=, bind=, ro_bind=, allow_opt_out=)", arg);
 		if (rc)
 			return rc;
 	}

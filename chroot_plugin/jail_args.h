@@ -18,6 +18,7 @@ struct jail_config {
 	char jail[PATH_MAX];            /* jail=/mnt/jail (required) */
 	char spool[PATH_MAX];           /* spool=/var/spool/slurmd: batch scripts live here */
 	char munge[PATH_MAX];           /* munge=/run/munge: srun inside a job needs it */
+	char gpu_driver[PATH_MAX];      /* gpu_driver=DIR: this node's staged driver files, if any */
 	int allow_opt_out;              /* allow_opt_out=1: users may pass --no-jail */
 	size_t n_binds;
 	struct jail_bind binds[JAIL_MAX_BINDS]; /* submount=, bind=, ro_bind=SRC:DST */

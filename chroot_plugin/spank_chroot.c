@@ -4,8 +4,11 @@
  * In the forked task, before privileges drop: a private mount namespace, the node-local
  * pieces bound into the jail (/proc, /sys, /dev, /tmp, the munge socket, the slurmd spool
  * with the batch script, the job's working directory when it is outside the jail, the
- * node's submounts, and read-only the node's name service files and the project's own
- * library directory), then pivot_root and a lazy unmount of the old root. Any failure fails
+ * node's submounts, and read-only the node's name service files, the project's own library
+ * directory and, on GPU nodes, this node's staged driver files), then pivot_root and a lazy
+ * unmount of the old root. The task's PATH and LD_LIBRARY_PATH then lead to the driver files
+ * first, so the jail's software uses the driver that matches this node's kernel module (the
+ * GPU device nodes come with /dev). Any failure fails
  * the task with a message in the job's stderr and the slurmd log; a task never runs on the
  * host by accident.
  */
@@ -29,6 +32,7 @@ SPANK_PLUGIN(chroot, 1);
 
 static struct jail_config cfg;
 static int opted_out;
+static int gpu_driver_bound; /* this task's jail has the node's GPU driver files */
 
 static int opt_out(int val, const char *optarg, int remote)
 {
@@ -207,6 +211,12 @@ static int enter_jail(void)
 		    bind_into_jail(b->source, b->target, MS_REC | (b->read_only ? MS_RDONLY : 0)))
 			return -1;
 	}
+	/* Only GPU nodes stage driver files (the slurmd entrypoint does), so its absence is normal. */
+	if (cfg.gpu_driver[0] && is_dir(cfg.gpu_driver)) {
+		if (bind_into_jail(cfg.gpu_driver, cfg.gpu_driver, MS_REC | MS_RDONLY))
+			return -1;
+		gpu_driver_bound = 1;
+	}
 	if (jail_path(probe, cwd))
 		return -1;
 	if (strcmp(cwd, "/") != 0 && !is_dir(probe) && bind_into_jail(cwd, cwd, 0))
@@ -254,4 +264,32 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		return 0;
 	}
 	return enter_jail();
+}
+
+/* Put DIR/SUB first in the task's variable NAME (a colon-separated list). */
+static int prepend_path(spank_t sp, const char *name, const char *dir, const char *sub)
+{
+	char current[8192], value[8192 + PATH_MAX];
+	int n;
+
+	if (spank_getenv(sp, name, current, sizeof(current)) == ESPANK_SUCCESS && current[0])
+		n = snprintf(value, sizeof(value), "%s/%s:%s", dir, sub, current);
+	else
+		n = snprintf(value, sizeof(value), "%s/%s", dir, sub);
+	if (n < 0 || (size_t)n >= sizeof(value) || spank_setenv(sp, name, value, 1) != ESPANK_SUCCESS)
+		return jail_fail("cannot set %s for the GPU driver files", name);
+	return 0;
+}
+
+/* Runs in the same forked task right before exec, where the task's environment is final. */
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (!spank_remote(sp) || !gpu_driver_bound)
+		return 0;
+	if (prepend_path(sp, "PATH", cfg.gpu_driver, "bin") ||
+	    prepend_path(sp, "LD_LIBRARY_PATH", cfg.gpu_driver, "lib"))
+		return -1;
+	return 0;
 }

@@ -11,6 +11,7 @@ MUNGE_KEY_DIR = "/run/secrets/munge"  # not under /etc/munge, which only munge m
 SLURM_KEY_DIR = "/etc/slurm/key"
 JAIL_DIR = "/mnt/jail"
 SUBMOUNT_STAGING_DIR = "/mnt/submounts"
+GPU_DRIVER_DIR = "/run/slurm-stack/gpu-driver"  # this node's driver files (GPU pools only)
 SSH_HOST_KEY_DIR = "/etc/ssh/host-keys"
 SSH_AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized-keys"
 SSHD_CONFIG_DIR = "/etc/ssh/slurm-stack"

@@ -172,6 +172,7 @@ def test_least_privilege(dev_run: ProgramRun) -> None:
     # The jail needs a mount namespace; tasks of users are pinned to CPUs by root.
     assert {"SYS_ADMIN", "SYS_NICE"} <= set(slurmd["securityContext"]["capabilities"]["add"])
     assert {"readinessProbe", "livenessProbe"} <= set(slurmd)
+    assert "GPU_DRIVER_DIR" not in {e["name"] for e in slurmd["env"]}  # a CPU pool
 
 
 def _run_with(change) -> ProgramRun:
@@ -234,6 +235,8 @@ def test_production_example(prod_run: ProgramRun) -> None:
         assert slurmd["resources"]["limits"]["nvidia.com/gpu"] == "8"
         env = {e["name"]: e["value"] for e in slurmd["env"]}
         assert "Gres=gpu:" + name.removeprefix("prod-") + ":8" in env["SLURMD_NODE_CONF"]
+        # GPU nodes stage their driver files for the jail plugin.
+        assert env["GPU_DRIVER_DIR"] == "/run/slurm-stack/gpu-driver"
     assert "volumeClaimTemplates" in pools["prod-h200"].inputs["spec"]
     # External accounting: slurmdbd but no database of ours, password from secret config.
     assert not [r for r in prod_run.resources if "mariadb" in r.name]

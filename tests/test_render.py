@@ -575,3 +575,22 @@ def test_node_conf_per_pool():
     assert legacy["t4"] == "Feature=t4 Gres=gpu:1 Weight=1 RealMemory=31129 CPUs=8"
     gres = slurm_config_files(load_case("legacy-24.11"))["gres.conf"]
     assert "\nNodeName=legacy-t4-[0-1023] Name=gpu File=/dev/nvidia0\n" in gres
+
+
+def plugin_args(spec: ClusterSpec) -> list[str]:
+    """The chroot plugin's arguments on the `required` line of plugstack.conf."""
+    conf = slurm_config_files(spec)["plugstack.conf"]
+    line = next(line for line in conf.splitlines() if line.startswith("required "))
+    return line.split()[2:]
+
+
+def test_plugin_gets_the_gpu_driver_directory_only_with_gpu_pools():
+    assert "gpu_driver=/run/slurm-stack/gpu-driver" in plugin_args(load_case("prod-gpu-26.05"))
+    assert not [arg for arg in plugin_args(load_case("dev")) if arg.startswith("gpu_driver=")]
+
+
+def test_opting_out_of_the_jail_is_rendered_only_when_allowed():
+    spec = load_case("dev")
+    assert not [arg for arg in plugin_args(spec) if arg.startswith("allow_opt_out")]
+    allowed = spec.model_copy(update={"jail": spec.jail.model_copy(update={"allow_opt_out": True})})
+    assert "allow_opt_out=1" in plugin_args(allowed)

@@ -51,6 +51,15 @@ int main(void)
 	char *minimal[] = {"jail=/mnt/jail"};
 	CHECK(parse(&cfg, err, 1, minimal) == 0);
 	CHECK(cfg.allow_opt_out == 0 && cfg.n_binds == 0 && cfg.spool[0] == '\0');
+	CHECK(cfg.gpu_driver[0] == '\0');
+
+	char *gpu[] = {"jail=/mnt/jail", "gpu_driver=/run/slurm-stack/gpu-driver"};
+	CHECK(parse(&cfg, err, 2, gpu) == 0);
+	CHECK(strcmp(cfg.gpu_driver, "/run/slurm-stack/gpu-driver") == 0);
+
+	char *gpu_relative[] = {"jail=/mnt/jail", "gpu_driver=run/gpu"};
+	CHECK(parse(&cfg, err, 2, gpu_relative) == -1);
+	CHECK(strstr(err, "gpu_driver=run/gpu") != NULL);
 
 	CHECK(parse(&cfg, err, 0, NULL) == -1);
 	CHECK(strstr(err, "jail=PATH is required") != NULL);

@@ -137,6 +137,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
             SLURMD_CONF_SERVER=conf_server(spec),
             SLURMD_NODE_CONF=node_conf(pool),
+            **({"GPU_DRIVER_DIR": paths.GPU_DRIVER_DIR} if pool.gpus else {}),
         ),
         volumeMounts=[
             {"name": "jail", "mountPath": paths.JAIL_DIR},

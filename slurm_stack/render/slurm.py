@@ -199,6 +199,8 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         jail=paths.JAIL_DIR,
         spool=paths.SLURMD_SPOOL_DIR,
         munge=paths.MUNGE_SOCKET_DIR,
+        gpu_driver=paths.GPU_DRIVER_DIR if spec.gpu_pools else None,
+        allow_opt_out=spec.jail.allow_opt_out,
         submounts=submount_binds(spec),
         read_only=NODE_LOCAL_READ_ONLY,
     )

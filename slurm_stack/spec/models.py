@@ -302,6 +302,9 @@ class Jail(SpecModel):
     size: Quantity = "100Gi"
     populate: PopulateJail = Field(default_factory=PopulateJail)
     submounts: list[Submount] = Field(default_factory=list)
+    # Lets a job run on the worker pod's own filesystem with `srun/sbatch --no-jail`: for
+    # debugging a node, at the price of the isolation the jail gives. Off by default.
+    allow_opt_out: bool = False
 
     @model_validator(mode="after")
     def _claim_source(self) -> "Jail":

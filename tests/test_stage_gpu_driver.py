@@ -1,0 +1,96 @@
+"""images/worker/stage-gpu-driver: this node's driver files gathered for the jail plugin.
+
+Runs the real script as root in a private mount namespace, on a directory tree laid out as the
+NVIDIA container runtime lays out a GPU pod.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "images" / "worker" / "stage-gpu-driver"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="bind mounts need root and unshare(1)",
+)
+
+
+@pytest.fixture
+def pod(tmp_path: Path) -> Path:
+    """A pod's library and tool directories with driver files and others beside them."""
+    lib = tmp_path / "usr/lib/x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libcuda.so.550.54.15").write_text("driver libcuda\n")
+    (lib / "libcuda.so.1").symlink_to("libcuda.so.550.54.15")
+    (lib / "libnvidia-ml.so.1").write_text("driver nvml\n")
+    (lib / "libcudart.so.12").write_text("CUDA runtime: belongs in the jail\n")
+    (lib / "libc.so.6").write_text("not the driver\n")
+    second = tmp_path / "usr/local/nvidia/lib64"
+    second.mkdir(parents=True)
+    (second / "libcuda.so.1").write_text("a second copy, shadowed by the first directory\n")
+    (second / "libnvidia-ptxjitcompiler.so.1").write_text("driver ptxjit\n")
+    bin_dir = tmp_path / "usr/bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("nvidia-smi", "ls"):
+        (bin_dir / tool).write_text("#!/bin/sh\necho ran\n")
+        (bin_dir / tool).chmod(0o755)
+    return tmp_path
+
+
+def stage_and_run(pod: Path, then: str) -> subprocess.CompletedProcess[str]:
+    """Stage into <pod>/staged in a private mount namespace, then run `then` there."""
+    env = {
+        **os.environ,
+        "GPU_DRIVER_LIB_DIRS": f"{pod}/usr/lib/x86_64-linux-gnu {pod}/usr/local/nvidia/lib64",
+        "GPU_DRIVER_BIN_DIRS": f"{pod}/usr/bin {pod}/missing/bin",
+    }
+    script = f'"$0" {pod}/staged && cd {pod}/staged && {then}'
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script, str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_only_driver_files_are_staged_first_directory_first(pod: Path) -> None:
+    result = stage_and_run(pod, "find . -mindepth 2 | sort")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "./bin/nvidia-smi",
+        "./lib/libcuda.so.1",
+        "./lib/libcuda.so.550.54.15",
+        "./lib/libnvidia-ml.so.1",
+        "./lib/libnvidia-ptxjitcompiler.so.1",
+    ]
+    assert "5 driver files of this node staged" in result.stderr
+
+
+def test_staged_files_are_the_pods_own_and_read_only(pod: Path) -> None:
+    result = stage_and_run(
+        pod,
+        "readlink lib/libcuda.so.1; cat lib/libcuda.so.1 lib/libnvidia-ml.so.1; bin/nvidia-smi; "
+        "echo x >> lib/libnvidia-ml.so.1 && echo wrote",
+    )
+    assert result.stdout.splitlines() == [
+        "libcuda.so.550.54.15",
+        "driver libcuda",
+        "driver nvml",
+        "ran",
+    ]
+    assert "Read-only file system" in result.stderr
+    assert (pod / "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").read_text() == "driver nvml\n"
+
+
+def test_a_restarted_container_stages_afresh_and_leaves_nothing_behind(pod: Path) -> None:
+    # Twice in one namespace (a re-run) still gives one set; outside it nothing was written.
+    result = stage_and_run(pod, f'"$0" {pod}/staged && find {pod}/staged -mindepth 2 | wc -l')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "5"
+    assert list((pod / "staged").iterdir()) == []
