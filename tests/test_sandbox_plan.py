@@ -134,3 +134,13 @@ def test_fingerprint_follows_files_and_images(dev_plan: Plan) -> None:
     assert fingerprint(pod, files) == fingerprint(pod, list(files))
     assert fingerprint(pod, files) != fingerprint(pod, [File("/x/a", b"2", 0o644)])
     assert fingerprint(pod, files, ("sha256:1",)) != fingerprint(pod, files, ("sha256:2",))
+
+
+def test_in_memory_volumes_become_sized_tmpfs(dev_plan: Plan) -> None:
+    worker = next(pod for pod in dev_plan.pods if pod.name == "dev-cpu-0")
+    memory = dict(worker.memory_dirs)
+    # The worker's /dev/shm (shmSize, 16Gi by default) and the munge socket directory.
+    assert memory[f"{STATE}/pods/dev-cpu-0/shm"] == 16 * 2**30
+    assert memory[f"{STATE}/pods/dev-cpu-0/munge-socket"] == 16 * 2**20
+    # The jail is a claim and the spool a disk emptyDir: neither is in memory.
+    assert not [path for path in memory if "/claims/" in path or path.endswith("/spool")]

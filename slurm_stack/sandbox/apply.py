@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -85,13 +86,19 @@ def write_hosts(plan: Plan, state: SandboxState) -> None:
 
 
 def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
-    """Volume directories as the kubelet leaves them: emptyDir fresh and 0777, a volume whose
-    group is not the pod's fsGroup handed to that group (setgid, group-writable)."""
+    """Volume directories as the kubelet leaves them: emptyDir fresh and 0777 (a tmpfs of its
+    size for medium Memory), a volume whose group is not the pod's fsGroup handed to that
+    group (setgid, group-writable)."""
+    memory = dict(pod.memory_dirs)
     for path in pod.volume_dirs:
         directory = Path(path)
         if path in plan.empty_dirs and directory.exists():
+            unmount_below(directory)
             shutil.rmtree(directory)  # a new pod gets a new emptyDir
         directory.mkdir(parents=True, exist_ok=True)
+        if path in memory:
+            size = f",size={memory[path]}" if memory[path] else ""
+            _run_mount(["-t", "tmpfs", "-o", f"mode=0777{size}", "sandbox-memory", path])
         if path in plan.empty_dirs:
             directory.chmod(0o777)
         if (
@@ -108,6 +115,22 @@ def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
         target.chmod(file.mode)
         if pod.fs_group is not None:
             os.chown(target, -1, pod.fs_group)
+
+
+def _run_mount(args: list[str]) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+
+
+def unmount_below(directory: Path) -> None:
+    """Detach every mount at or below ``directory`` (the in-memory volumes), deepest first."""
+    root = str(directory.resolve())
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == root or point.startswith(root + "/"):
+            points.append(point)
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], check=True, capture_output=True)
 
 
 def _write_env(pod: Pod, container: Container, state: SandboxState) -> str:
@@ -146,6 +169,7 @@ class Applier:
                 self.log(f"{pod_name}: preStop {' '.join(pre_stop)}")
                 self.podman.exec(main, pre_stop, timeout=grace)
         self.podman.run(["pod", "rm", "--force", "--time", "10", pod_name], check=False)
+        unmount_below(self.state.root / "pods" / pod_name)  # its in-memory volumes
 
     def _main_container_name(self, pod_name: str) -> str | None:
         for entry in self.podman.labelled("container", f"{SANDBOX_LABEL}.role=main"):

@@ -6,17 +6,19 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - a Service becomes a host entry: `<svc>.<ns>.svc` names the IP of the first pod it selects
   (Kubernetes gives it a virtual IP that balances over all of them), and pods of headless
   Services also get `<pod>.<svc>.<ns>.svc`;
-- volumes become directories under the sandbox state directory: emptyDir per pod, claims per
-  claim name (claim templates per pod), ConfigMap and Secret files written with their modes;
+- volumes become directories under the sandbox state directory: emptyDir per pod (a tmpfs of
+  its size limit for medium Memory), claims per claim name (claim templates per pod),
+  ConfigMap and Secret files written with their modes;
 - env values from `secretKeyRef` are resolved from the rendered Secret (Kubernetes injects them);
 - native sidecars (init containers with restartPolicy Always) start first and keep running,
   other init containers run to completion before the main containers, as in a pod;
 - pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod);
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
-- a GPU request gets fake device nodes and the fake `nvidia-smi` (no GPU here; the NVIDIA
-  device plugin would inject the real ones), and the host's kernel log read-only for the XID
-  check (an unprivileged pod on Kubernetes cannot open /dev/kmsg).
+- a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library
+  file (no GPU here; the NVIDIA device plugin and runtime would inject the real ones), and the
+  host's kernel log read-only for the XID check (an unprivileged pod on Kubernetes cannot open
+  /dev/kmsg).
 """
 
 import base64
@@ -25,6 +27,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from slurm_stack.spec.quantity import parse_quantity
 
 Manifest = dict[str, Any]
 Role = Literal["sidecar", "init", "main"]
@@ -46,6 +50,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # Where the fake GPU tools and their answers are mounted in GPU pods.
 FAKE_GPU_BIN = "/usr/local/bin"
 FAKE_GPU_DIR = "/etc/fake-gpu"
+# Where the NVIDIA container runtime would put the node's driver library in a GPU pod.
+FAKE_DRIVER_LIBRARY_NAME = "libcuda.so.1"
+FAKE_DRIVER_LIBRARY = f"/usr/lib/x86_64-linux-gnu/{FAKE_DRIVER_LIBRARY_NAME}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,8 @@ class Pod:
     fs_group_dirs: tuple[str, ...] = ()  # the kubelet skips read-only volumes
     grace_seconds: int = 30
     schedule: str | None = None  # a CronJob's pod: run on demand, not by `up`
+    # In-memory emptyDirs (medium Memory): directory and tmpfs size in bytes, 0 for no limit.
+    memory_dirs: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,6 +179,7 @@ def plan(
         template = workload["spec"]["template"]
         component = template["metadata"]["labels"]["app.kubernetes.io/component"]
         read_only_volumes: set[str] = set()
+        memory_dirs: dict[str, int] = {}
         volumes = _volumes(
             name,
             workload,
@@ -180,6 +190,7 @@ def plan(
             files,
             directories,
             empty_dirs,
+            memory_dirs,
             read_only_volumes,
         )
         pod_spec = template["spec"]
@@ -197,6 +208,7 @@ def plan(
                 fs_group_dirs=tuple(sorted(set(volumes.values()) - read_only_volumes)),
                 grace_seconds=pod_spec.get("terminationGracePeriodSeconds", 30),
                 schedule=schedules.get(name),
+                memory_dirs=tuple(sorted(memory_dirs.items())),
             )
         )
     pods.sort(key=lambda pod: (pod.phase, pod.name))
@@ -287,6 +299,7 @@ def _volumes(
     files: list[File],
     directories: set[str],
     empty_dirs: set[str],
+    memory_dirs: dict[str, int],
     read_only_volumes: set[str],
 ) -> dict[str, str]:
     """Host path of each pod volume, recording the files and directories to create."""
@@ -296,6 +309,9 @@ def _volumes(
         if "emptyDir" in volume:
             paths[name] = f"{state_dir}/pods/{pod}/{name}"
             empty_dirs.add(paths[name])
+            if volume["emptyDir"].get("medium") == "Memory":
+                size = volume["emptyDir"].get("sizeLimit")
+                memory_dirs[paths[name]] = int(parse_quantity(size)) if size else 0
         elif "persistentVolumeClaim" in volume:
             paths[name] = f"{state_dir}/claims/{volume['persistentVolumeClaim']['claimName']}"
             if volume["persistentVolumeClaim"].get("readOnly"):
@@ -357,9 +373,11 @@ def _containers(
         env = _env(container, secrets)
         gpus = _gpu_count(container)
         if gpus:
+            fake = f"{state_dir}/fake-gpu"
             mounts += [
-                Mount(f"{state_dir}/fake-gpu/bin/nvidia-smi", f"{FAKE_GPU_BIN}/nvidia-smi", True),
-                Mount(f"{state_dir}/fake-gpu/{pod}", FAKE_GPU_DIR, True),
+                Mount(f"{fake}/bin/nvidia-smi", f"{FAKE_GPU_BIN}/nvidia-smi", True),
+                Mount(f"{fake}/{pod}", FAKE_GPU_DIR, True),
+                Mount(f"{fake}/lib/{FAKE_DRIVER_LIBRARY_NAME}", FAKE_DRIVER_LIBRARY, True),
             ]
             env += (("FAKE_GPU_COUNT", str(gpus)),)
         pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {})

@@ -9,9 +9,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_stack.sandbox.apply import Applier, ApplyReport, Log, network_name
+from slurm_stack.sandbox.apply import Applier, ApplyReport, Log, network_name, unmount_below
 from slurm_stack.sandbox.images import ROOT, ensure_images
-from slurm_stack.sandbox.plan import Plan, plan
+from slurm_stack.sandbox.plan import FAKE_DRIVER_LIBRARY_NAME, Plan, plan
 from slurm_stack.sandbox.podman import Podman, container_name
 from slurm_stack.sandbox.stack import SANDBOX_UID, SANDBOX_USER, render_for_sandbox
 from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxState
@@ -92,6 +92,7 @@ class Sandbox:
         """Remove the pods and network; with ``delete_data`` also every volume and key."""
         removed = self.applier().down()
         if delete_data:
+            unmount_below(self.state.root)
             subprocess.run(["rm", "-rf", "--one-file-system", str(self.state.root)], check=True)
         return removed
 
@@ -178,13 +179,19 @@ class Sandbox:
                     raise RuntimeError(f"{command}: {out.stdout}{out.stderr}")
 
     def _install_fake_gpu_tools(self) -> None:
-        """The fake nvidia-smi that GPU pods mount (see plan.py)."""
+        """The fake nvidia-smi and driver library that GPU pods mount (see plan.py)."""
         source = ROOT / "images" / "fake-gpu" / "nvidia-smi"
         target = self.state.root / "fake-gpu" / "bin" / "nvidia-smi"
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.exists():
             target.write_bytes(source.read_bytes())
             target.chmod(0o755)
+        library = self.state.root / "fake-gpu" / "lib" / FAKE_DRIVER_LIBRARY_NAME
+        library.parent.mkdir(parents=True, exist_ok=True)
+        library.write_text(
+            "TEST STAND-IN, not a library: it stands where the NVIDIA container runtime puts\n"
+            "the node's driver library, so the sandbox can show it reaching the jail.\n"
+        )
         for pod in self.current_plan.pods:
             if any(c.devices for c in pod.containers):
                 (self.state.root / "fake-gpu" / pod.name).mkdir(parents=True, exist_ok=True)
