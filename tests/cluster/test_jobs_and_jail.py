@@ -95,6 +95,70 @@ def test_scratch_submount_is_node_local(cluster: Cluster) -> None:
     assert not (cluster.jail / "scratch" / "only-on-cpu-0").exists()
 
 
+def test_in_memory_submount_is_a_sized_tmpfs_on_its_pools_nodes(cluster: Cluster) -> None:
+    out = cluster.ok(
+        cluster.login(
+            "srun -w itest-gpu-0 sh -c 'stat -f -c %T /ramdisk; df -k --output=size /ramdisk'"
+        )
+    )
+    kind, _, size = out.split()
+    assert (kind, size) == ("tmpfs", str(64 * 1024))  # sizeLimit: 64Mi
+    # A pool without it sees only the empty mount point in the shared jail.
+    other = cluster.ok(cluster.login("srun -w itest-cpu-0 stat -f -c %T /ramdisk")).strip()
+    assert other != "tmpfs"
+
+
+def give_to_sandbox_user(cluster: Cluster, node: str, staged: str) -> None:
+    """What an admin does on a fresh volume (root-owned, as most provisioners make them)."""
+    cluster.ok(cluster.node(node, f"install -d -o sandbox {staged}/sandbox"))
+
+
+def test_per_node_volume_submount_is_each_nodes_own_claim(cluster: Cluster) -> None:
+    give_to_sandbox_user(cluster, "itest-gpu-0", "/mnt/submounts/var/cache/models")
+    cluster.ok(
+        cluster.login("srun -w itest-gpu-0 sh -c 'echo weights > /var/cache/models/sandbox/m0'")
+    )
+    assert cluster.login("srun -w itest-gpu-1 ls /var/cache/models/sandbox").returncode != 0
+    # Written to gpu-0's own claim (which outlives the pod), not to the jail or the pod.
+    claims = cluster.sandbox.state.root / "claims"
+    assert (claims / "sm-cache-itest-gpu-0" / "sandbox" / "m0").read_text() == "weights\n"
+    assert not (cluster.jail / "var" / "cache" / "models" / "sandbox").exists()
+
+
+def test_a_jail_wide_submount_is_shared_by_logins_and_every_pool(cluster: Cluster) -> None:
+    give_to_sandbox_user(cluster, "itest-cpu-1", "/mnt/submounts/datasets")
+    cluster.ok(cluster.login("srun -w itest-cpu-1 sh -c 'echo data > /datasets/sandbox/f'"))
+    assert cluster.ok(cluster.login("cat /datasets/sandbox/f")) == "data\n"
+    assert cluster.ok(cluster.login("srun -w itest-gpu-1 cat /datasets/sandbox/f")) == "data\n"
+    claim = cluster.sandbox.state.root / "claims" / "itest-datasets"
+    assert (claim / "sandbox" / "f").exists()
+    assert not (cluster.jail / "datasets" / "sandbox").exists()
+
+
+def test_gpu_jobs_get_their_nodes_driver_files_and_cpu_jobs_do_not(cluster: Cluster) -> None:
+    driver = "/run/slurm-stack/gpu-driver"
+    script = (
+        f"command -v nvidia-smi; echo $LD_LIBRARY_PATH; head -1 {driver}/lib/libcuda.so.1; "
+        f"touch {driver}/lib/x 2>/dev/null || echo read-only"
+    )
+    out = cluster.ok(cluster.login(f"srun -p gpu -w itest-gpu-1 sh -c '{script}'"))
+    assert out.splitlines() == [
+        f"{driver}/bin/nvidia-smi",
+        f"{driver}/lib",
+        "TEST STAND-IN, not a library: it stands where the NVIDIA container runtime puts",
+        "read-only",
+    ]
+    out = cluster.ok(
+        cluster.login(
+            f"srun -w itest-cpu-0 sh -c 'ls {driver} 2>/dev/null | wc -l; "
+            "command -v nvidia-smi || echo none'"
+        )
+    )
+    assert out.split() == ["0", "none"]
+    # The shared jail itself never gets a driver file.
+    assert not list(cluster.jail.glob("usr/lib/*/libcuda.so*"))
+
+
 def test_opting_out_of_the_jail_is_refused_unless_allowed(cluster: Cluster) -> None:
     result = cluster.login("srun --no-jail hostname")
     assert result.returncode != 0

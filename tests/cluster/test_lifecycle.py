@@ -85,3 +85,24 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
     # Workers fetched the new config without a restart.
     conf = cluster.ok(cluster.node("itest-cpu-1", "cat /var/spool/slurmd/conf-cache/slurm.conf"))
     assert "MaxNodes=2" in conf
+
+
+def test_opting_out_of_the_jail_works_once_the_config_allows_it(cluster: Cluster) -> None:
+    where = (
+        "srun -w itest-cpu-0 {} sh -c 'test -e /.slurm-stack-populated && echo jail || echo pod'"
+    )
+    assert cluster.login(where.format("--no-jail")).returncode != 0
+
+    def allow_opt_out(spec: dict) -> None:  # type: ignore[type-arg]
+        spec["jail"]["allowOptOut"] = True
+
+    edit_stack(cluster, allow_opt_out)
+    report = cluster.sandbox.up(build=False)
+    assert any(job.startswith("itest-reconfigure-") for job in report.jobs_run)
+
+    def opted_out() -> str:
+        result = cluster.login(where.format("--no-jail"))
+        return result.stdout.strip() if result.returncode == 0 else ""
+
+    assert wait_for("srun --no-jail to be accepted", opted_out, timeout=60) == "pod"
+    assert cluster.ok(cluster.login(where.format(""))).strip() == "jail"
