@@ -10,7 +10,11 @@ Prints `name: value` lines:
 - srun_n2_true_median_ms: median of 50 `srun -N2 true` from a login session (the chroot
   plugin enters the jail on both nodes);
 - srun_true_median_ms_with_plugin / _without_plugin and srun_plugin_overhead_percent: 100
-  `srun true` each, with the jail plugin and with plugstack.conf emptied on the same cluster.
+  `srun true` each, with the jail plugin and with its plugstack.conf line commented out on
+  every node and the login node of the same cluster (checked: a task then sees the pod's own
+  root, not the jail);
+- srun_true_median_ms_no_jail: 100 `srun --no-jail true` (plugin loaded, jail not entered;
+  the benchmark's copy of the stack sets jail.allowOptOut).
 Runs as root; uses its own state directory and removes it at the end.
 """
 
@@ -20,6 +24,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 from slurm_stack.sandbox.session import Sandbox
 
@@ -53,6 +59,17 @@ def srun_times_ms(sandbox: Sandbox, command: str, runs: int) -> list[float]:
     return [int(line) / 1000 for line in result.stdout.split()]
 
 
+WHERE_TASKS_RUN = "srun sh -c 'test -e /.slurm-stack-populated && echo jail || echo pod'"
+
+
+def where_tasks_run(sandbox: Sandbox) -> str:
+    """`jail` or `pod`: which root a task of a plain `srun` sees."""
+    result = sandbox.ssh(WHERE_TASKS_RUN, timeout=60)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr)
+    return result.stdout.strip()
+
+
 def set_plugstack(sandbox: Sandbox, enabled: bool) -> None:
     """Comment the plugin line in and out on every node's and the login's cached config."""
     sed = "s/^#required/required/" if enabled else "s/^required/#required/"
@@ -63,6 +80,11 @@ def set_plugstack(sandbox: Sandbox, enabled: bool) -> None:
             "/run/slurm/conf/plugstack.conf",
         ):
             sandbox.exec(pod, ["sh", "-c", f"[ ! -e {path} ] || sed -i '{sed}' {path}"])
+    expected = "jail" if enabled else "pod"
+    if where_tasks_run(sandbox) != expected:
+        raise RuntimeError(
+            f"plugstack.conf edit did not take effect: tasks do not run on {expected}"
+        )
 
 
 def main() -> None:
@@ -71,7 +93,9 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp())
     stack_file = work / args.stack_file.name
-    shutil.copy(args.stack_file, stack_file)
+    document = yaml.safe_load(args.stack_file.read_text())
+    document["config"]["slurm-stack:cluster"].setdefault("jail", {})["allowOptOut"] = True
+    stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     sandbox = Sandbox(stack_file, state_base=STATE, log=lambda message: None)
     sandbox.down(delete_data=True)
     sandbox = Sandbox(stack_file, state_base=STATE, log=lambda message: None)
@@ -96,12 +120,16 @@ def main() -> None:
         times = srun_times_ms(sandbox, "srun -N2 true", 50)
         print(f"srun_n2_true_median_ms: {statistics.median(times):.0f}")
 
+        if where_tasks_run(sandbox) != "jail":
+            raise RuntimeError("tasks do not enter the jail: the plugin is not active")
         with_plugin = statistics.median(srun_times_ms(sandbox, "srun true", 100))
+        no_jail = statistics.median(srun_times_ms(sandbox, "srun --no-jail true", 100))
         set_plugstack(sandbox, enabled=False)
         without = statistics.median(srun_times_ms(sandbox, "srun true", 100))
         set_plugstack(sandbox, enabled=True)
         print(f"srun_true_median_ms_with_plugin: {with_plugin:.0f}")
         print(f"srun_true_median_ms_without_plugin: {without:.0f}")
+        print(f"srun_true_median_ms_no_jail: {no_jail:.0f}")
         print(f"srun_plugin_overhead_percent: {100 * (with_plugin - without) / without:.1f}")
     finally:
         sandbox.down(delete_data=True)
