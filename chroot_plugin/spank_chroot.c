@@ -269,13 +269,17 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 /* Put DIR/SUB first in the task's variable NAME (a colon-separated list). */
 static int prepend_path(spank_t sp, const char *name, const char *dir, const char *sub)
 {
-	char current[8192], value[8192 + PATH_MAX];
+	/* As long as the kernel allows one variable to be; static: the task is single-threaded. */
+	static char current[128 * 1024], value[128 * 1024 + PATH_MAX];
+	spank_err_t rc = spank_getenv(sp, name, current, sizeof(current));
 	int n;
 
-	if (spank_getenv(sp, name, current, sizeof(current)) == ESPANK_SUCCESS && current[0])
+	if (rc == ESPANK_SUCCESS && current[0])
 		n = snprintf(value, sizeof(value), "%s/%s:%s", dir, sub, current);
-	else
+	else if (rc == ESPANK_SUCCESS || rc == ESPANK_ENV_NOEXIST)
 		n = snprintf(value, sizeof(value), "%s/%s", dir, sub);
+	else
+		return jail_fail("cannot read %s: %s", name, spank_strerror(rc));
 	if (n < 0 || (size_t)n >= sizeof(value) || spank_setenv(sp, name, value, 1) != ESPANK_SUCCESS)
 		return jail_fail("cannot set %s for the GPU driver files", name);
 	return 0;
