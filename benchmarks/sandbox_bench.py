@@ -10,11 +10,11 @@ Prints `name: value` lines:
 - srun_n2_true_median_ms: median of 50 `srun -N2 true` from a login session (the chroot
   plugin enters the jail on both nodes);
 - srun_true_median_ms_with_plugin / _without_plugin and srun_plugin_overhead_percent: 100
-  `srun true` each, with the jail plugin and with its plugstack.conf line commented out on
-  every node and the login node of the same cluster (checked: a task then sees the pod's own
-  root, not the jail);
-- srun_true_median_ms_no_jail: 100 `srun --no-jail true` (plugin loaded, jail not entered;
-  the benchmark's copy of the stack sets jail.allowOptOut).
+  `srun true` each (4 interleaved rounds of 25, order alternating), with the jail plugin and
+  with its plugstack.conf line commented out on every node and the login node of the same
+  cluster (checked: a task then sees the pod's own root, not the jail);
+- srun_true_median_ms_no_jail: 100 `srun --no-jail true` in the same rounds (plugin loaded,
+  jail not entered; the benchmark's copy of the stack sets jail.allowOptOut).
 Runs as root; uses its own state directory and removes it at the end.
 """
 
@@ -87,6 +87,29 @@ def set_plugstack(sandbox: Sandbox, enabled: bool) -> None:
         )
 
 
+def plugin_series(sandbox: Sandbox, rounds: int, runs: int) -> dict[str, list[float]]:
+    """`srun true` with the plugin, with `--no-jail`, and without the plugin, interleaved in
+    rounds whose order alternates, so that drift over the run (a growing job table, the host's
+    other work) weighs on all three alike."""
+    series: dict[str, list[float]] = {"with": [], "no_jail": [], "without": []}
+
+    def with_plugin() -> None:
+        series["with"] += srun_times_ms(sandbox, "srun true", runs)
+        series["no_jail"] += srun_times_ms(sandbox, "srun --no-jail true", runs)
+
+    def without_plugin() -> None:
+        set_plugstack(sandbox, enabled=False)
+        series["without"] += srun_times_ms(sandbox, "srun true", runs)
+        set_plugstack(sandbox, enabled=True)
+
+    for round_ in range(rounds):
+        for step in (
+            (with_plugin, without_plugin) if round_ % 2 == 0 else (without_plugin, with_plugin)
+        ):
+            step()
+    return series
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack-file", type=Path, default=ROOT / "tests/cluster/Pulumi.itest.yaml")
@@ -122,11 +145,10 @@ def main() -> None:
 
         if where_tasks_run(sandbox) != "jail":
             raise RuntimeError("tasks do not enter the jail: the plugin is not active")
-        with_plugin = statistics.median(srun_times_ms(sandbox, "srun true", 100))
-        no_jail = statistics.median(srun_times_ms(sandbox, "srun --no-jail true", 100))
-        set_plugstack(sandbox, enabled=False)
-        without = statistics.median(srun_times_ms(sandbox, "srun true", 100))
-        set_plugstack(sandbox, enabled=True)
+        series = plugin_series(sandbox, rounds=4, runs=25)
+        with_plugin, no_jail, without = (
+            statistics.median(series[key]) for key in ("with", "no_jail", "without")
+        )
         print(f"srun_true_median_ms_with_plugin: {with_plugin:.0f}")
         print(f"srun_true_median_ms_without_plugin: {without:.0f}")
         print(f"srun_true_median_ms_no_jail: {no_jail:.0f}")
