@@ -1,8 +1,10 @@
 """Jobs, logins and the jail on the real cluster."""
 
+import os
 import re
 import subprocess
 
+from slurm_stack.sandbox.stack import SANDBOX_UID
 from tests.cluster.conftest import Cluster, wait_for
 
 MARKER = "/.slurm-stack-populated"
@@ -93,6 +95,18 @@ def test_scratch_submount_is_node_local(cluster: Cluster) -> None:
     assert other.returncode != 0
     # And not on the shared jail volume.
     assert not (cluster.jail / "scratch" / "only-on-cpu-0").exists()
+
+
+def test_read_only_host_directory_submount(cluster: Cluster) -> None:
+    # The sandbox's stand-in for the Kubernetes node's /srv/itest-site, filled by its admin.
+    site = cluster.sandbox.state.root / "hostpath" / "srv" / "itest-site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "modules.txt").write_text("gcc/14\n")
+    os.chown(site, SANDBOX_UID, -1)  # writable by the user but for the read-only mount
+    assert cluster.ok(cluster.login("srun -w itest-cpu-1 cat /opt/site/modules.txt")) == "gcc/14\n"
+    result = cluster.login("srun -w itest-cpu-1 touch /opt/site/mine")
+    assert result.returncode != 0 and "Read-only file system" in result.stderr
+    assert not (site / "mine").exists()
 
 
 def test_in_memory_submount_is_a_sized_tmpfs_on_its_pools_nodes(cluster: Cluster) -> None:
