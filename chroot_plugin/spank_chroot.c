@@ -26,6 +26,10 @@
 
 #include <slurm/spank.h>
 
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000 /* linux/fcntl.h; older glibc headers lack it */
+#endif
+
 #include "jail_args.h"
 
 SPANK_PLUGIN(chroot, 1);
@@ -146,9 +150,22 @@ static int bind_into_jail(const char *source, const char *inside, unsigned long 
 		return -1;
 	if (mount(source, target, NULL, MS_BIND | (flags & MS_REC), NULL) != 0)
 		return jail_fail("bind %s -> %s: %s", source, target, strerror(errno));
+	if (!(flags & MS_RDONLY))
+		return 0;
+	if (flags & MS_REC) {
+		/* Every mount below it too: the staged GPU driver files are binds of their own. */
+		struct mount_attr attr = {
+			.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+		};
+
+		if (mount_setattr(AT_FDCWD, target, AT_RECURSIVE, &attr, sizeof(attr)) == 0)
+			return 0;
+		if (errno != ENOSYS)
+			return jail_fail("make %s read-only: %s", target, strerror(errno));
+		/* Kernels before 5.12: the top mount below, the others as the node made them. */
+	}
 	/* Read-only takes a remount of the bind; the first mount ignores MS_RDONLY. */
-	if ((flags & MS_RDONLY) &&
-	    mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+	if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
 		  NULL) != 0)
 		return jail_fail("make %s read-only: %s", target, strerror(errno));
 	return 0;
@@ -266,20 +283,31 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 	return enter_jail();
 }
 
-/* Put DIR/SUB first in the task's variable NAME (a colon-separated list). */
-static int prepend_path(spank_t sp, const char *name, const char *dir, const char *sub)
+/* Put DIR/SUB first in the task's variable NAME (a colon-separated list), once: a step
+ * started inside a job inherits the value. An unset NAME is set only if `when_unset`; an
+ * unset PATH must stay unset, or the shell's default search path would be lost. */
+static int prepend_path(spank_t sp, const char *name, const char *dir, const char *sub,
+			int when_unset)
 {
 	/* As long as the kernel allows one variable to be; static: the task is single-threaded. */
 	static char current[128 * 1024], value[128 * 1024 + PATH_MAX];
 	spank_err_t rc = spank_getenv(sp, name, current, sizeof(current));
+	size_t dir_len = strlen(dir), sub_len = strlen(sub);
 	int n;
 
-	if (rc == ESPANK_SUCCESS && current[0])
+	if (rc == ESPANK_SUCCESS && current[0]) {
+		if (!strncmp(current, dir, dir_len) && current[dir_len] == '/' &&
+		    !strncmp(current + dir_len + 1, sub, sub_len) &&
+		    (current[dir_len + 1 + sub_len] == ':' || current[dir_len + 1 + sub_len] == '\0'))
+			return 0;
 		n = snprintf(value, sizeof(value), "%s/%s:%s", dir, sub, current);
-	else if (rc == ESPANK_SUCCESS || rc == ESPANK_ENV_NOEXIST)
+	} else if (rc == ESPANK_SUCCESS || rc == ESPANK_ENV_NOEXIST) {
+		if (!when_unset)
+			return 0;
 		n = snprintf(value, sizeof(value), "%s/%s", dir, sub);
-	else
+	} else {
 		return jail_fail("cannot read %s: %s", name, spank_strerror(rc));
+	}
 	if (n < 0 || (size_t)n >= sizeof(value) || spank_setenv(sp, name, value, 1) != ESPANK_SUCCESS)
 		return jail_fail("cannot set %s for the GPU driver files", name);
 	return 0;
@@ -292,8 +320,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!spank_remote(sp) || !gpu_driver_bound)
 		return 0;
-	if (prepend_path(sp, "PATH", cfg.gpu_driver, "bin") ||
-	    prepend_path(sp, "LD_LIBRARY_PATH", cfg.gpu_driver, "lib"))
+	if (prepend_path(sp, "PATH", cfg.gpu_driver, "bin", 0) ||
+	    prepend_path(sp, "LD_LIBRARY_PATH", cfg.gpu_driver, "lib", 1))
 		return -1;
 	return 0;
 }

@@ -151,17 +151,29 @@ def test_a_jail_wide_submount_is_shared_by_logins_and_every_pool(cluster: Cluste
 
 def test_gpu_jobs_get_their_nodes_driver_files_and_cpu_jobs_do_not(cluster: Cluster) -> None:
     driver = "/run/slurm-stack/gpu-driver"
-    script = (
-        f"command -v nvidia-smi; echo $LD_LIBRARY_PATH; head -1 {driver}/lib/libcuda.so.1; "
-        f"touch {driver}/lib/x 2>/dev/null || echo read-only"
-    )
+    script = f"command -v nvidia-smi; echo $LD_LIBRARY_PATH; head -1 {driver}/lib/libcuda.so.1"
     out = cluster.ok(cluster.login(f"srun -p gpu -w itest-gpu-1 sh -c '{script}'"))
     assert out.splitlines() == [
         f"{driver}/bin/nvidia-smi",
         f"{driver}/lib",
         "TEST STAND-IN, not a library: it stands where the NVIDIA container runtime puts",
-        "read-only",
     ]
+    # Read-only for root too: the directory and each file's own bind below it.
+    mounts = cluster.ok(cluster.login("srun -p gpu -w itest-gpu-1 cat /proc/self/mountinfo"))
+    options = {
+        fields[4]: fields[5].split(",")
+        for fields in (line.split() for line in mounts.splitlines())
+        if fields[4].startswith(driver)
+    }
+    assert {f"{driver}", f"{driver}/lib/libcuda.so.1"} <= set(options)
+    assert all("ro" in opts and "nosuid" in opts for opts in options.values()), options
+    # A step started inside the job does not add the directories again.
+    nested = cluster.ok(
+        cluster.login(
+            "srun -p gpu -w itest-gpu-1 sh -c 'srun --overlap sh -c \"echo \\$LD_LIBRARY_PATH\"'"
+        )
+    )
+    assert nested.strip() == f"{driver}/lib"
     out = cluster.ok(
         cluster.login(
             f"srun -w itest-cpu-0 sh -c 'ls {driver} 2>/dev/null | wc -l; "
