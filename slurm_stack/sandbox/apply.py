@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -121,13 +122,15 @@ def _run_mount(args: list[str]) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
 
 
-def unmount_below(directory: Path) -> None:
-    """Detach every mount at or below ``directory`` (the in-memory volumes), deepest first."""
+def unmount_below(directory: Path, *, include_itself: bool = True) -> None:
+    """Detach every mount below ``directory`` (the in-memory volumes), deepest first, and the
+    directory's own mount unless ``include_itself`` is false."""
     root = str(directory.resolve())
     points = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].replace("\\040", " ")
-        if point == root or point.startswith(root + "/"):
+        # mountinfo escapes space, tab, newline and backslash as octal.
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+        if point.startswith(root + "/") or (include_itself and point == root):
             points.append(point)
     for point in sorted(points, key=len, reverse=True):
         subprocess.run(["umount", "--lazy", point], check=True, capture_output=True)

@@ -92,7 +92,7 @@ class Sandbox:
         """Remove the pods and network; with ``delete_data`` also every volume and key."""
         removed = self.applier().down()
         if delete_data:
-            unmount_below(self.state.root)
+            unmount_below(self.state.root, include_itself=False)
             subprocess.run(["rm", "-rf", "--one-file-system", str(self.state.root)], check=True)
         return removed
 
