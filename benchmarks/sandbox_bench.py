@@ -1,6 +1,6 @@
 """Sandbox numbers on real Slurm: cold start, dynamic node join, srun latency.
 
-    .venv/bin/python benchmarks/sandbox_bench.py [--stack-file tests/cluster/Pulumi.itest.yaml]
+    .venv/bin/python benchmarks/sandbox_bench.py [--stack-file FILE] [--rounds N]
 
 Prints `name: value` lines:
 - sandbox_cold_start_seconds: `sandbox up` on empty state (images already built) until every
@@ -9,12 +9,19 @@ Prints `name: value` lines:
   node is idle again (pod start, munge, slurmd registering as a dynamic node);
 - srun_n2_true_median_ms: median of 50 `srun -N2 true` from a login session (the chroot
   plugin enters the jail on both nodes);
-- srun_true_median_ms_with_plugin / _without_plugin and srun_plugin_overhead_percent: 100
-  `srun true` each (4 interleaved rounds of 25, order alternating), with the jail plugin and
-  with its plugstack.conf line commented out on every node and the login node of the same
-  cluster (checked: a task then sees the pod's own root, not the jail);
-- srun_true_median_ms_no_jail: 100 `srun --no-jail true` in the same rounds (plugin loaded,
-  jail not entered; the benchmark's copy of the stack sets jail.allowOptOut).
+- srun_true_median_ms_with_plugin / _without_plugin and srun_plugin_overhead_percent:
+  `srun true` in --rounds interleaved rounds of 25 (default 4, i.e. 100 runs; order
+  alternating), with the jail plugin and with its plugstack.conf line commented out on every
+  node and the login node of the same cluster (checked: a task then sees the pod's own root,
+  not the jail);
+- srun_true_median_ms_no_jail: `srun --no-jail true` in the same rounds (plugin loaded,
+  jail not entered; the benchmark's copy of the stack sets jail.allowOptOut);
+- jail_entry_paired_ms / _percent: median difference between `srun true` and `srun --no-jail
+  true` run back to back, over 200 pairs: what entering the jail adds to a step, measured
+  where the host's drift cancels (percent of the --no-jail median);
+- srun_plugin_overhead_paired_ms / _percent: the same pairing for the whole plugin: 100 pairs
+  of `srun -w <node> true` with and without the plugin line, switched between the two runs
+  of a pair (percent of the without-plugin median).
 Runs as root; uses its own state directory and removes it at the end.
 """
 
@@ -59,6 +66,18 @@ def srun_times_ms(sandbox: Sandbox, command: str, runs: int) -> list[float]:
     return [int(line) / 1000 for line in result.stdout.split()]
 
 
+def paired_difference_ms(sandbox: Sandbox, first: str, second: str, pairs: int) -> float:
+    """Median of (time of `first` - time of `second`) over back-to-back pairs: drift in the
+    host's load cancels within a pair, so a small difference shows through the noise."""
+    timed = "s=$(date +%s%N); {} >/dev/null || exit 1; e=$(date +%s%N); echo $(( (e - s) / 1000 ))"
+    script = f"for i in $(seq {pairs}); do {timed.format(first)}; {timed.format(second)}; done"
+    result = sandbox.ssh(script, timeout=1800)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr)
+    times = [int(line) / 1000 for line in result.stdout.split()]
+    return statistics.median(a - b for a, b in zip(times[::2], times[1::2], strict=True))
+
+
 WHERE_TASKS_RUN = "srun sh -c 'test -e /.slurm-stack-populated && echo jail || echo pod'"
 
 
@@ -70,21 +89,42 @@ def where_tasks_run(sandbox: Sandbox) -> str:
     return result.stdout.strip()
 
 
-def set_plugstack(sandbox: Sandbox, enabled: bool) -> None:
-    """Comment the plugin line in and out on every node's and the login's cached config."""
+PLUGSTACK_COPIES = ("/var/spool/slurmd/conf-cache/plugstack.conf", "/run/slurm/conf/plugstack.conf")
+
+
+def edit_plugstack(sandbox: Sandbox, pods: list[str], enabled: bool) -> None:
+    """Comment the plugin line in or out of the cached plugstack.conf in ``pods``."""
     sed = "s/^#required/required/" if enabled else "s/^required/#required/"
-    pods = [p.name for p in sandbox.current_plan.pods if p.component in ("worker", "login")]
+    edit = "; ".join(f"[ ! -e {path} ] || sed -i '{sed}' {path}" for path in PLUGSTACK_COPIES)
     for pod in pods:
-        for path in (
-            "/var/spool/slurmd/conf-cache/plugstack.conf",
-            "/run/slurm/conf/plugstack.conf",
-        ):
-            sandbox.exec(pod, ["sh", "-c", f"[ ! -e {path} ] || sed -i '{sed}' {path}"])
+        sandbox.exec(pod, ["sh", "-c", edit])
+
+
+def set_plugstack(sandbox: Sandbox, enabled: bool) -> None:
+    """The plugin on or off on every node and the login node, checked from a task."""
+    pods = [p.name for p in sandbox.current_plan.pods if p.component in ("worker", "login")]
+    edit_plugstack(sandbox, pods, enabled)
     expected = "jail" if enabled else "pod"
     if where_tasks_run(sandbox) != expected:
         raise RuntimeError(
             f"plugstack.conf edit did not take effect: tasks do not run on {expected}"
         )
+
+
+def paired_plugin_overhead_ms(sandbox: Sandbox, node: str, pairs: int) -> float:
+    """Median of (with plugin - without) for one `srun -w node true` each, back to back, the
+    plugin switched on the login node and ``node`` between them (order alternating)."""
+    pods = [sandbox.pod_of("login"), node]
+    command = f"srun -w {node} true"
+    differences = []
+    for pair in range(pairs):
+        timed = {}
+        for enabled in (True, False) if pair % 2 else (False, True):
+            edit_plugstack(sandbox, pods, enabled)
+            timed[enabled] = srun_times_ms(sandbox, command, 1)[0]
+        differences.append(timed[True] - timed[False])
+    edit_plugstack(sandbox, pods, True)
+    return statistics.median(differences)
 
 
 def plugin_series(sandbox: Sandbox, rounds: int, runs: int) -> dict[str, list[float]]:
@@ -113,6 +153,9 @@ def plugin_series(sandbox: Sandbox, rounds: int, runs: int) -> dict[str, list[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack-file", type=Path, default=ROOT / "tests/cluster/Pulumi.itest.yaml")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="interleaved rounds of 25 runs per plugin series"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp())
     stack_file = work / args.stack_file.name
@@ -145,7 +188,7 @@ def main() -> None:
 
         if where_tasks_run(sandbox) != "jail":
             raise RuntimeError("tasks do not enter the jail: the plugin is not active")
-        series = plugin_series(sandbox, rounds=4, runs=25)
+        series = plugin_series(sandbox, rounds=args.rounds, runs=25)
         with_plugin, no_jail, without = (
             statistics.median(series[key]) for key in ("with", "no_jail", "without")
         )
@@ -153,6 +196,12 @@ def main() -> None:
         print(f"srun_true_median_ms_without_plugin: {without:.0f}")
         print(f"srun_true_median_ms_no_jail: {no_jail:.0f}")
         print(f"srun_plugin_overhead_percent: {100 * (with_plugin - without) / without:.1f}")
+        entry = paired_difference_ms(sandbox, "srun true", "srun --no-jail true", 200)
+        print(f"jail_entry_paired_ms: {entry:.1f}")
+        print(f"jail_entry_paired_percent: {100 * entry / no_jail:.1f}")
+        overhead = paired_plugin_overhead_ms(sandbox, workers[0], 100)
+        print(f"srun_plugin_overhead_paired_ms: {overhead:.1f}")
+        print(f"srun_plugin_overhead_paired_percent: {100 * overhead / without:.1f}")
     finally:
         sandbox.down(delete_data=True)
         shutil.rmtree(work, ignore_errors=True)
