@@ -54,13 +54,13 @@ def node_states(sandbox: Sandbox) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if line.strip())
 
 
-def srun_times_ms(sandbox: Sandbox, command: str, runs: int) -> list[float]:
-    """Wall time of each `command` run, measured inside one login session."""
-    script = (
-        f"for i in $(seq {runs}); do s=$(date +%s%N); {command} >/dev/null || exit 1; "
-        "e=$(date +%s%N); echo $(( (e - s) / 1000 )); done"
+def srun_times_ms(sandbox: Sandbox, commands: str | list[str], runs: int) -> list[float]:
+    """Wall time of each run of each command (in turn, ``runs`` times), in one login session."""
+    timed = "s=$(date +%s%N); {} >/dev/null || exit 1; e=$(date +%s%N); echo $(( (e - s) / 1000 ))"
+    body = "; ".join(
+        timed.format(c) for c in ([commands] if isinstance(commands, str) else commands)
     )
-    result = sandbox.ssh(script, timeout=900)
+    result = sandbox.ssh(f"for i in $(seq {runs}); do {body}; done", timeout=1800)
     if result.returncode != 0:
         raise RuntimeError(result.stderr)
     return [int(line) / 1000 for line in result.stdout.split()]
@@ -69,12 +69,7 @@ def srun_times_ms(sandbox: Sandbox, command: str, runs: int) -> list[float]:
 def paired_difference_ms(sandbox: Sandbox, first: str, second: str, pairs: int) -> float:
     """Median of (time of `first` - time of `second`) over back-to-back pairs: drift in the
     host's load cancels within a pair, so a small difference shows through the noise."""
-    timed = "s=$(date +%s%N); {} >/dev/null || exit 1; e=$(date +%s%N); echo $(( (e - s) / 1000 ))"
-    script = f"for i in $(seq {pairs}); do {timed.format(first)}; {timed.format(second)}; done"
-    result = sandbox.ssh(script, timeout=1800)
-    if result.returncode != 0:
-        raise RuntimeError(result.stderr)
-    times = [int(line) / 1000 for line in result.stdout.split()]
+    times = srun_times_ms(sandbox, [first, second], pairs)
     return statistics.median(a - b for a, b in zip(times[::2], times[1::2], strict=True))
 
 

@@ -8,9 +8,8 @@
  * directory and, on GPU nodes, this node's staged driver files), then pivot_root and a lazy
  * unmount of the old root. The task's PATH and LD_LIBRARY_PATH then lead to the driver files
  * first, so the jail's software uses the driver that matches this node's kernel module (the
- * GPU device nodes come with /dev). Any failure fails
- * the task with a message in the job's stderr and the slurmd log; a task never runs on the
- * host by accident.
+ * GPU device nodes come with /dev). Any failure fails the task with a message in the job's
+ * stderr and the slurmd log; a task never runs on the host by accident.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -162,7 +161,8 @@ static int bind_into_jail(const char *source, const char *inside, unsigned long 
 			return 0;
 		if (errno != ENOSYS)
 			return jail_fail("make %s read-only: %s", target, strerror(errno));
-		/* Kernels before 5.12: the top mount below, the others as the node made them. */
+		/* Kernels before 5.12 lack it: remount the top mount as below; the mounts under it
+		 * stay as the node made them (stage-gpu-driver makes its binds read-only). */
 	}
 	/* Read-only takes a remount of the bind; the first mount ignores MS_RDONLY. */
 	if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,

@@ -99,7 +99,11 @@ def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         if path in memory:
             size = f",size={memory[path]}" if memory[path] else ""
-            _run_mount(["-t", "tmpfs", "-o", f"mode=0777{size}", "sandbox-memory", path])
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"mode=0777{size}", "sandbox-memory", path],
+                check=True,
+                capture_output=True,
+            )
         if path in plan.empty_dirs:
             directory.chmod(0o777)
         if (
@@ -116,10 +120,6 @@ def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
         target.chmod(file.mode)
         if pod.fs_group is not None:
             os.chown(target, -1, pod.fs_group)
-
-
-def _run_mount(args: list[str]) -> None:
-    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
 
 
 def unmount_below(directory: Path, *, include_itself: bool = True) -> None:
