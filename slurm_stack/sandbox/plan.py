@@ -48,7 +48,7 @@ PHASES = {
 LOCAL_IMAGES = {re.compile(r"^(docker\.io/(library/)?)?mariadb:"): "mariadb"}
 GPU_RESOURCE = "nvidia.com/gpu"
 # Where the fake GPU tools and their answers are mounted in GPU pods.
-FAKE_GPU_BIN = "/usr/local/bin"
+FAKE_GPU_BIN = "/usr/bin"  # where the NVIDIA container toolkit puts nvidia-smi
 FAKE_GPU_DIR = "/etc/fake-gpu"
 # Where the NVIDIA container runtime would put the node's driver library in a GPU pod.
 FAKE_DRIVER_LIBRARY_NAME = "libcuda.so.1"
