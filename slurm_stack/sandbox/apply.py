@@ -288,7 +288,8 @@ class Applier:
                 else:
                     if pod.name in running:
                         self.log(f"{pod.name}: changed; replacing it")
-                        self.remove_pod(pod.name, _main_pre_stop(pod), pod.grace_seconds)
+                        # The running pod's own hook, as Kubernetes runs the old pod's.
+                        self.remove_pod(pod.name, self._pre_stop_of(pod.name), pod.grace_seconds)
                     todo.append((pod, print_))
             self._start_all(plan, todo)
             for pod, _ in todo:
@@ -360,10 +361,6 @@ class Applier:
             self.remove_pod(name, self._pre_stop_of(name))
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)
         return names
-
-
-def _main_pre_stop(pod: Pod) -> tuple[str, ...]:
-    return next((c.pre_stop for c in pod.containers if c.role == "main" and c.pre_stop), ())
 
 
 __all__ = ["Applier", "ApplyReport", "PodmanError", "SandboxError", "network_name"]

@@ -9,10 +9,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurm_stack import paths
 from slurm_stack.sandbox.apply import Applier, ApplyReport, Log, network_name, unmount_below
 from slurm_stack.sandbox.images import ROOT, ensure_images
 from slurm_stack.sandbox.plan import FAKE_DRIVER_LIBRARY_NAME, Plan, plan
-from slurm_stack.sandbox.podman import Podman, container_name
+from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
 from slurm_stack.sandbox.stack import SANDBOX_UID, SANDBOX_USER, render_for_sandbox
 from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxState
 from slurm_stack.spec.models import IMAGE_REVISION, ClusterSpec
@@ -162,7 +163,7 @@ class Sandbox:
             f"id {SANDBOX_USER} >/dev/null 2>&1 || useradd --create-home --uid {SANDBOX_UID}"
             f" --user-group --shell /bin/bash {SANDBOX_USER}"
         )
-        result = self.podman.exec(login, ["chroot", "/mnt/jail", "sh", "-c", script])
+        result = self.podman.exec(login, ["chroot", paths.JAIL_DIR, "sh", "-c", script])
         if result.returncode != 0:
             raise RuntimeError(f"could not create {SANDBOX_USER} in the jail: {result.stderr}")
         if self.spec.accounting.enabled:
@@ -207,7 +208,7 @@ class Sandbox:
                 "pod",
                 "ps",
                 "--filter",
-                f"label=slurm-stack.io/sandbox={self.name}",
+                f"label={SANDBOX_LABEL}={self.name}",
                 "--format",
                 "{{.Name}}\t{{.Status}}\t{{.NumberOfContainers}} containers",
             ],
