@@ -786,6 +786,18 @@ INVALID = [
         id="bad-cron",
     ),
     bad(
+        {"healthChecks.nccl.minBytes": "1.5G"},
+        "healthChecks.nccl.minBytes",
+        "'1.5G' is not an all_reduce_perf message size: a whole number with an optional K, M, G",
+        id="nccl-size-not-whole",
+    ),
+    bad(
+        {"healthChecks.nccl.minBytes": "16G", "healthChecks.nccl.maxBytes": "8G"},
+        "healthChecks.nccl",
+        "minBytes '16G' is larger than maxBytes '8G'",
+        id="nccl-sizes-out-of-order",
+    ),
+    bad(
         {"healthChecks.quick.nodeStates": ["BUSY"]},
         "healthChecks.quick.nodeStates[0]",
         "Input should be 'ALLOC', 'ANY',",

@@ -130,6 +130,28 @@ def cidr(value: str) -> str:
     return value
 
 
+_MESSAGE_SIZE = re.compile(r"^(?P<number>[1-9][0-9]*)(?P<unit>[KMGT]i?)?$", re.IGNORECASE)
+_MESSAGE_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def message_size(value: str) -> str:
+    """An all_reduce_perf message size (`-b`/`-e`): a whole number, optionally K, M, G or T,
+    which all_reduce_perf reads as powers of 1024 (not a Kubernetes quantity)."""
+    if not _MESSAGE_SIZE.match(value):
+        raise ValueError(
+            f"{value!r} is not an all_reduce_perf message size: a whole number with an optional "
+            "K, M, G or T suffix (powers of 1024), e.g. '512M' or '8G'"
+        )
+    return value
+
+
+def message_size_bytes(value: str) -> int:
+    """The bytes of a :func:`message_size`."""
+    match = _MESSAGE_SIZE.match(value)
+    assert match is not None, value
+    return int(match["number"]) * _MESSAGE_SIZE_UNITS[(match["unit"] or "")[:1].lower()]
+
+
 def cron_schedule(value: str) -> str:
     """A five-field cron schedule as Kubernetes CronJobs take it."""
     fields = value.split()
@@ -169,3 +191,4 @@ ImageTag = Annotated[str, AfterValidator(image_tag)]
 SshPublicKey = Annotated[str, AfterValidator(ssh_public_key)]
 Cidr = Annotated[str, AfterValidator(cidr)]
 CronSchedule = Annotated[str, AfterValidator(cron_schedule)]
+MessageSize = Annotated[str, AfterValidator(message_size)]

@@ -19,11 +19,13 @@ from slurm_stack.spec.fields import (
     GresType,
     ImageRef,
     ImageTag,
+    MessageSize,
     PartitionOption,
     Quantity,
     SlurmKeyValue,
     SshdLine,
     SshPublicKey,
+    message_size_bytes,
 )
 from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
 
@@ -401,8 +403,17 @@ class NcclBenchmark(SpecModel):
     thresholds_gbps: dict[GresType, float] = Field(
         default_factory=lambda: {"a100": 180.0, "h100": 350.0, "h200": 350.0, "b200": 600.0}
     )
-    min_bytes: Quantity = "512M"
-    max_bytes: Quantity = "8G"
+    min_bytes: MessageSize = "512M"
+    max_bytes: MessageSize = "8G"
+
+    @model_validator(mode="after")
+    def _sizes_in_order(self) -> "NcclBenchmark":
+        if message_size_bytes(self.min_bytes) > message_size_bytes(self.max_bytes):
+            raise ValueError(
+                f"minBytes {self.min_bytes!r} is larger than maxBytes {self.max_bytes!r}: "
+                "all_reduce_perf sweeps from minBytes up to maxBytes"
+            )
+        return self
 
 
 class HealthChecks(SpecModel):
