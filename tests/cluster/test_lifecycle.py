@@ -106,3 +106,27 @@ def test_opting_out_of_the_jail_works_once_the_config_allows_it(cluster: Cluster
 
     assert wait_for("srun --no-jail to be accepted", opted_out, timeout=60) == "pod"
     assert cluster.ok(cluster.login(where.format(""))).strip() == "jail"
+
+
+def test_add_newer_files_restores_image_files_and_keeps_everything_else(cluster: Cluster) -> None:
+    # An image file lost from the jail, a file the admin changed, and a user's file.
+    lost = cluster.jail / "etc" / "debian_version"
+    original = lost.read_text()
+    lost.unlink()
+    changed = cluster.jail / "etc" / "issue.net"
+    changed.write_text("site banner\n")
+    cluster.ok(cluster.login("echo mine > ~/still-here.txt"))
+    marker = (cluster.jail / ".slurm-stack-populated").read_text()
+
+    def add_newer_files(spec: dict) -> None:  # type: ignore[type-arg]
+        spec["jail"].setdefault("populate", {})["addNewerFiles"] = True
+
+    edit_stack(cluster, add_newer_files)
+    report = cluster.sandbox.up(build=False)
+    assert [job for job in report.jobs_run if job.startswith("itest-populate-jail-")]
+    assert lost.read_text() == original
+    assert changed.read_text() == "site banner\n"
+    assert cluster.ok(cluster.login("cat ~/still-here.txt")) == "mine\n"
+    # The marker records the run and keeps the history before it.
+    new_marker = (cluster.jail / ".slurm-stack-populated").read_text()
+    assert "add_newer_files=1" in new_marker and new_marker.endswith(marker)
