@@ -76,11 +76,18 @@ def test_nccl_benchmark_drains_the_slow_node_and_leaves_the_fast_one(cluster: Cl
 
     cluster.sandbox.run_cron_job("itest-nccl-benchmark")
 
-    reason = wait_for(
-        "itest-gpu-0 drained by the NCCL verdict",
-        lambda: (r := cluster.node_reason("itest-gpu-0")).startswith("healthcheck: nccl") and r,
-        timeout=90,
-    )
+    try:
+        reason = wait_for(
+            "itest-gpu-0 drained by the NCCL verdict",
+            lambda: (r := cluster.node_reason("itest-gpu-0")).startswith("healthcheck: nccl") and r,
+            timeout=90,
+        )
+    except pytest.fail.Exception as failure:
+        state = cluster.ctl(
+            "sacct -a -n -X -P --name=nccl-benchmark -o JobID,NodeList,State,ExitCode; "
+            "squeue -a; sinfo -N -h -o '%N %t %E'"
+        )
+        pytest.fail(f"{failure}\nbenchmark jobs, queue and nodes:\n{state.stdout}{state.stderr}")
     assert "120" in reason
     jobs = cluster.ok(cluster.ctl("sacct -n -X -P --name=nccl-benchmark -o NodeList,State"))
     wait_for(
