@@ -2,7 +2,9 @@
 
 Re-applying is idempotent: a pod whose plan (containers, mounts, config files) is unchanged keeps
 running; a changed pod is replaced (a rollout); a pod no longer planned is stopped after its
-preStop hook (a scale-down); a Job runs once per name. Volumes are never deleted here.
+preStop hook (a scale-down); a Job runs once per name while the stack has it (one that leaves
+the stack and comes back runs again, as Pulumi deletes and recreates it). Volumes are never
+deleted here.
 """
 
 import dataclasses
@@ -31,6 +33,7 @@ from slurm_stack.sandbox.podman import (
     network_create_args,
     pod_create_args,
 )
+from slurm_stack.sandbox.projected import write_projected
 from slurm_stack.sandbox.state import SandboxState
 
 Log = Callable[[str], None]
@@ -74,6 +77,27 @@ def pod_files(plan: Plan, pod: Pod, state: SandboxState) -> list[File]:
     return [file for file in plan.files if file.path.startswith(prefix)]
 
 
+def _files_in(files: list[File], directory: str) -> list[tuple[str, bytes, int]]:
+    prefix = directory + "/"
+    return [(f.path[len(prefix) :], f.content, f.mode) for f in files if f.path.startswith(prefix)]
+
+
+def fingerprinted_files(plan: Plan, pod: Pod, state: SandboxState) -> list[File]:
+    """The files whose change replaces the pod: all but those of volumes the kubelet keeps
+    up to date in a running pod (ConfigMaps and Secrets that are not immutable)."""
+    live = tuple(f"{directory}/" for directory, kept_current in pod.projected_dirs if kept_current)
+    return [f for f in pod_files(plan, pod, state) if not f.path.startswith(live or ("\0",))]
+
+
+def refresh_live_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
+    """Bring a running pod's mutable ConfigMap and Secret volumes up to date, as the kubelet
+    does within its sync period."""
+    files = pod_files(plan, pod, state)
+    for directory, kept_current in pod.projected_dirs:
+        if kept_current:
+            write_projected(Path(directory), _files_in(files, directory), pod.fs_group)
+
+
 def write_hosts(plan: Plan, state: SandboxState) -> None:
     """Rewrite the shared hosts file in place (containers bind it: its inode must stay)."""
     lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
@@ -113,13 +137,9 @@ def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
         ):
             os.chown(directory, -1, pod.fs_group)
             directory.chmod(directory.stat().st_mode | 0o2070)
-    for file in pod_files(plan, pod, state):
-        target = Path(file.path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(file.content)
-        target.chmod(file.mode)
-        if pod.fs_group is not None:
-            os.chown(target, -1, pod.fs_group)
+    files = pod_files(plan, pod, state)
+    for directory, _ in pod.projected_dirs:
+        write_projected(Path(directory), _files_in(files, directory), pod.fs_group)
 
 
 def unmount_below(directory: Path, *, include_itself: bool = True) -> None:
@@ -263,6 +283,7 @@ class Applier:
 
         running = self.running_pods()
         planned = {pod.name for pod in plan.pods}
+        self.state.forget_jobs_except({pod.name for pod in plan.pods if pod.job})
         removed = []
         for name in sorted(set(running) - planned):
             pre_stop = self._pre_stop_of(name)
@@ -274,7 +295,9 @@ class Applier:
         for phase in sorted({pod.phase for pod in plan.pods}):
             todo = []
             for pod in (p for p in plan.pods if p.phase == phase):
-                print_ = fingerprint(pod, pod_files(plan, pod, self.state), self._image_ids(pod))
+                print_ = fingerprint(
+                    pod, fingerprinted_files(plan, pod, self.state), self._image_ids(pod)
+                )
                 if pod.schedule is not None:
                     continue
                 if pod.job:
@@ -284,6 +307,7 @@ class Applier:
                         self.remove_pod(pod.name)
                     todo.append((pod, print_))
                 elif running.get(pod.name) == print_ and self._healthy(pod):
+                    refresh_live_volumes(plan, pod, self.state)
                     kept.append(pod.name)
                 else:
                     if pod.name in running:
@@ -310,7 +334,7 @@ class Applier:
             raise SandboxError(f"no CronJob {name!r} in this stack; CronJobs: {known}")
         self.podman.run(["pod", "rm", "--force", name], check=False)
         try:
-            self.start_pod(plan, pod, fingerprint(pod, pod_files(plan, pod, self.state)))
+            self.start_pod(plan, pod, fingerprint(pod, fingerprinted_files(plan, pod, self.state)))
         finally:
             self.podman.run(["pod", "rm", "--force", name], check=False)
 

@@ -7,8 +7,12 @@ Everything Kubernetes does that podman does not is translated here, in one place
   (Kubernetes gives it a virtual IP that balances over all of them), and pods of headless
   Services also get `<pod>.<svc>.<ns>.svc`;
 - volumes become directories under the sandbox state directory: emptyDir per pod (a tmpfs of
-  its size limit for medium Memory), claims per claim name (claim templates per pod),
-  ConfigMap and Secret files written with their modes;
+  its size limit for medium Memory), claims per claim name (claim templates per pod);
+- ConfigMap and Secret volumes are laid out as the kubelet lays them out: the volume directory
+  is an emptyDir and so mode 0777 (`defaultPerm` in kubernetes pkg/volume/emptydir), each file
+  is a symlink through `..data` to a timestamped directory holding it with its mode (the
+  kubelet's AtomicWriter, pkg/volume/util/atomic_writer.go), and a ConfigMap or Secret that
+  is not `immutable` is updated in place in running pods (no restart) when it changes;
 - env values from `secretKeyRef` are resolved from the rendered Secret (Kubernetes injects them);
 - native sidecars (init containers with restartPolicy Always) start first and keep running,
   other init containers run to completion before the main containers, as in a pod;
@@ -41,6 +45,7 @@ PHASES = {
     "jail": 3,
     "login": 4,
     "worker": 4,
+    "users": 4,
     "reconfigure": 5,
 }
 
@@ -123,6 +128,9 @@ class Pod:
     schedule: str | None = None  # a CronJob's pod: run on demand, not by `up`
     # In-memory emptyDirs (medium Memory): directory and tmpfs size in bytes, 0 for no limit.
     memory_dirs: tuple[tuple[str, int], ...] = ()
+    # ConfigMap and Secret volume directories, each with whether the kubelet keeps it up to
+    # date in a running pod (true unless the object is immutable).
+    projected_dirs: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,12 @@ def plan(
         by_kind.setdefault(manifest["kind"], []).append(manifest)
     config_maps = {m["metadata"]["name"]: m for m in by_kind.get("ConfigMap", [])}
     secrets = {m["metadata"]["name"]: _secret_data(m) for m in by_kind.get("Secret", [])}
+    immutable = {
+        (kind, m["metadata"]["name"])
+        for kind in ("ConfigMap", "Secret")
+        for m in by_kind.get(kind, [])
+        if m.get("immutable")
+    }
 
     templates = [
         (f"{m['metadata']['name']}-{i}", m, False)
@@ -180,6 +194,7 @@ def plan(
         component = template["metadata"]["labels"]["app.kubernetes.io/component"]
         read_only_volumes: set[str] = set()
         memory_dirs: dict[str, int] = {}
+        projected_dirs: dict[str, bool] = {}
         volumes = _volumes(
             name,
             workload,
@@ -192,6 +207,8 @@ def plan(
             empty_dirs,
             memory_dirs,
             read_only_volumes,
+            projected_dirs,
+            immutable,
         )
         pod_spec = template["spec"]
         containers = _containers(name, pod_spec, volumes, secrets, image_tag, state_dir)
@@ -209,6 +226,7 @@ def plan(
                 grace_seconds=pod_spec.get("terminationGracePeriodSeconds", 30),
                 schedule=schedules.get(name),
                 memory_dirs=tuple(sorted(memory_dirs.items())),
+                projected_dirs=tuple(sorted(projected_dirs.items())),
             )
         )
     pods.sort(key=lambda pod: (pod.phase, pod.name))
@@ -301,6 +319,8 @@ def _volumes(
     empty_dirs: set[str],
     memory_dirs: dict[str, int],
     read_only_volumes: set[str],
+    projected_dirs: dict[str, bool],
+    immutable: set[tuple[str, str]],
 ) -> dict[str, str]:
     """Host path of each pod volume, recording the files and directories to create."""
     paths: dict[str, str] = {}
@@ -324,9 +344,12 @@ def _volumes(
                 entries = {
                     k: v.encode() for k, v in config_maps[source["name"]].get("data", {}).items()
                 }
+                kept_current = ("ConfigMap", source["name"]) not in immutable
             else:
                 entries = secrets[source["secretName"]]
+                kept_current = ("Secret", source["secretName"]) not in immutable
             paths[name] = f"{state_dir}/pods/{pod}/{name}"
+            projected_dirs[paths[name]] = kept_current
             for path, content, mode in _projected(
                 entries, source.get("items"), source.get("defaultMode", 0o644)
             ):

@@ -55,6 +55,13 @@ class SandboxState:
         """Marker of a Job that completed (Kubernetes keeps the finished Job object)."""
         return self.root / "jobs" / f"{job}.done"
 
+    def forget_jobs_except(self, jobs: set[str]) -> None:
+        """Drop the markers of Jobs no longer in the stack: `pulumi up` deletes those Job
+        objects, so one that comes back under the same name runs again."""
+        for marker in (self.root / "jobs").glob("*.done"):
+            if marker.name.removesuffix(".done") not in jobs:
+                marker.unlink()
+
     def load_ips(self) -> dict[str, str]:
         """Pod addresses handed out so far."""
         return json.loads(self.ips_file.read_text()) if self.ips_file.exists() else {}
