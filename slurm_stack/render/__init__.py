@@ -3,7 +3,6 @@
 import hashlib
 
 from slurm_stack.render.services import (
-    authorized_keys,
     database_endpoint,
     render_slurmdbd_conf,
     render_sshd_config,
@@ -17,6 +16,7 @@ from slurm_stack.render.slurm import (
     submount_binds,
     submount_staging_path,
 )
+from slurm_stack.render.users import authorized_keys, users_config_files
 from slurm_stack.spec.models import ClusterSpec
 
 HASH_LENGTH = 10
@@ -62,4 +62,5 @@ __all__ = [
     "slurm_config_files",
     "submount_binds",
     "submount_staging_path",
+    "users_config_files",
 ]

@@ -1,4 +1,4 @@
-"""slurmdbd.conf and the login node's sshd_config and authorized keys."""
+"""slurmdbd.conf and the login node's sshd_config."""
 
 from slurm_stack import naming, paths
 from slurm_stack.render.environment import render_template
@@ -67,7 +67,11 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         ("PasswordAuthentication", "no"),
         ("KbdInteractiveAuthentication", "no"),
         ("UsePAM", "no"),
-        ("AuthorizedKeysFile", f"{paths.SSH_AUTHORIZED_KEYS_DIR}/%u"),
+        # Keys come from the users ConfigMap through a command, not a file sshd would check:
+        # a ConfigMap volume's directory is 0777 on a kubelet, which StrictModes refuses.
+        ("AuthorizedKeysFile", "none"),
+        ("AuthorizedKeysCommand", f"{paths.AUTHORIZED_KEYS_COMMAND} %u"),
+        ("AuthorizedKeysCommandUser", "nobody"),
         ("ChrootDirectory", paths.JAIL_DIR),
         ("X11Forwarding", "no"),
         ("PrintMotd", "no"),
@@ -77,13 +81,3 @@ def render_sshd_config(spec: ClusterSpec) -> str:
     ]
     settings = [(key, value) for key, value in defaults if key.lower() not in overridden]
     return render_template("sshd_config.j2", cluster=spec.name, settings=settings, extra=extra)
-
-
-def authorized_keys(spec: ClusterSpec) -> dict[str, str]:
-    """authorized_keys file contents by user name (root and each configured user)."""
-    files = {}
-    if spec.login.root_authorized_keys:
-        files["root"] = "\n".join(spec.login.root_authorized_keys) + "\n"
-    for user in spec.login.users:
-        files[user.name] = "\n".join(user.authorized_keys) + "\n"
-    return dict(sorted(files.items()))
