@@ -49,7 +49,7 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
         ("up", "set up podman, build images, start or update the cluster (idempotent)"),
         ("down", "stop every pod; volumes are kept unless --delete-data"),
         ("status", "pods and `sinfo`"),
-        ("ssh", "log in to the login node as the sandbox user (or run COMMAND there)"),
+        ("ssh", "log in to the login node as a declared user (or run COMMAND there)"),
         ("exec", "run COMMAND in a node's main container"),
         ("run-cronjob", "run a CronJob's pod once now (kubectl create job --from=cronjob/NAME)"),
     ):
@@ -75,6 +75,16 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
             action.add_argument("node", help="pod name, e.g. dev-cpu-0 or dev-controller-0")
         if name == "run-cronjob":
             action.add_argument("name", help="the CronJob, e.g. dev-nccl-benchmark")
+        if name == "ssh":
+            action.add_argument(
+                "--user", default="sandbox", help="a user of login.users (default: sandbox)"
+            )
+            action.add_argument(
+                "-i",
+                "--identity",
+                type=Path,
+                help="that user's private key (default: the sandbox's own key)",
+            )
         if name in ("ssh", "exec"):
             action.add_argument("remote", nargs=argparse.REMAINDER, metavar="COMMAND")
 
@@ -116,7 +126,9 @@ def _sandbox(args: argparse.Namespace) -> int:
         elif args.action == "status":
             print(sandbox.status())
         elif args.action == "ssh":
-            command = sandbox.ssh_command(tty=not remote and sys.stdin.isatty())
+            command = sandbox.ssh_command(
+                args.user, tty=not remote and sys.stdin.isatty(), identity=args.identity
+            )
             exec_interactive([*command, *remote])
         elif args.action == "run-cronjob":
             sandbox.run_cron_job(args.name)

@@ -77,3 +77,13 @@ def controller_host(cluster: str, namespace: str) -> str:
 def accounting_host(cluster: str, namespace: str) -> str:
     """Where slurmctld reaches slurmdbd."""
     return service_host(accounting_name(cluster), namespace)
+
+
+def users_config_map_name(cluster: str) -> str:
+    """The ConfigMap of declared users and their keys (updated in place, never renamed)."""
+    return f"{cluster}-users"
+
+
+def users_job_name(cluster: str, users_hash: str) -> str:
+    """The Job that applies one version of the declared users, named by its content hash."""
+    return f"{cluster}-users-{users_hash}"

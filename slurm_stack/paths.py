@@ -8,17 +8,21 @@ SLURMDBD_ARCHIVE_DIR = "/var/spool/slurmdbd/archive"
 SLURM_RUN_DIR = "/run/slurm"
 MUNGE_SOCKET_DIR = "/run/munge"
 MUNGE_KEY_DIR = "/run/secrets/munge"  # not under /etc/munge, which only munge may enter
-SLURM_KEY_DIR = "/etc/slurm/key"
+SLURM_KEY_DIR = "/run/secrets/slurm"  # auth/slurm: the Secret, root-only (slurmd, root Jobs)
+SLURM_KEY_COPY_DIR = "/run/slurm-key"  # auth/slurm: a copy owned by SlurmUser, in memory
 JAIL_DIR = "/mnt/jail"
 SUBMOUNT_STAGING_DIR = "/mnt/submounts"
 GPU_DRIVER_DIR = "/run/slurm-stack/gpu-driver"  # this node's driver files (GPU pools only)
 SSH_HOST_KEY_DIR = "/etc/ssh/host-keys"
-SSH_AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized-keys"
+SSH_AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized-keys"  # the users ConfigMap, in login pods
+USERS_DIR = "/etc/slurm-stack/users"  # the users ConfigMap, in the users Job
 SSHD_CONFIG_DIR = "/etc/ssh/slurm-stack"
 DB_PASSWORD_DIR = "/run/secrets/slurmdbd"
 PROJECT_LIB_DIR = "/usr/lib/slurm-stack"
 CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
 HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
+AUTHORIZED_KEYS_COMMAND = f"{PROJECT_LIB_DIR}/authorized-keys"  # sshd's, in login pods
+SYNC_USERS = f"{PROJECT_LIB_DIR}/sync-users"  # the users Job's program
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
@@ -28,6 +32,7 @@ MYSQL_PORT = 3306
 
 # Fixed ids baked into the project's images, so files on shared volumes agree everywhere.
 SLURM_UID = 64030
+SLURM_USER = "slurm"  # SlurmUser
 MUNGE_UID = 64031
 MARIADB_UID = 999
 

@@ -17,6 +17,7 @@ COMPONENTS = {
     "Jail",
     "LoginPool",
     "WorkerPool",
+    "Users",
 }
 
 
@@ -37,6 +38,7 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
         ("slurm-stack:index:Jail", "dev-jail"),
         ("slurm-stack:index:LoginPool", "dev-login"),
         ("slurm-stack:index:WorkerPool", "dev-cpu"),
+        ("slurm-stack:index:Users", "dev-users"),
         ("kubernetes:core/v1:ConfigMap", "dev-slurm-config"),
         ("kubernetes:batch/v1:Job", "dev-reconfigure"),
     }
@@ -78,6 +80,16 @@ def test_ordering_through_depends_on(dev_run: ProgramRun) -> None:
     assert urn("core/v1:PersistentVolumeClaim", "dev-jail") in set(
         dev_run.get("kubernetes:batch/v1:Job", "dev-jail-populate").dependencies
     )
+    # Accounts are applied once the controller, slurmdbd and the jail are there; login pods
+    # mount the users ConfigMap, so it exists before them.
+    users_config = dev_run.get("kubernetes:core/v1:ConfigMap", "dev-users-config").urn
+    assert {
+        controller,
+        populate,
+        urn("apps/v1:Deployment", "dev-accounting"),
+        users_config,
+    } <= set(dev_run.get("kubernetes:batch/v1:Job", "dev-users-sync").dependencies)
+    assert users_config in depends("apps/v1:StatefulSet", "dev-login")
     assert controller in dev_run.get("kubernetes:batch/v1:Job", "dev-reconfigure").dependencies
 
 

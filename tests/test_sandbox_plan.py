@@ -24,7 +24,9 @@ def test_pods_in_start_order(dev_plan: Plan) -> None:
     assert names[:3] == ["dev-mariadb-0", "dev-accounting-0", "dev-controller-0"]
     assert names[3].startswith("dev-populate-jail-") and order[3][2]
     assert names[4:7] == ["dev-cpu-0", "dev-cpu-1", "dev-login-0"]  # replicas: 2 workers
-    assert names[7].startswith("dev-reconfigure-") and order[7][2]
+    assert names[7].startswith("dev-users-") and order[7][2]  # with the nodes: needs the jail
+    assert order[7][0] == order[4][0] > order[3][0]
+    assert names[8].startswith("dev-reconfigure-") and order[8][2]
     assert len({pod.ip for pod in dev_plan.pods}) == len(dev_plan.pods)
 
 
@@ -60,8 +62,9 @@ def test_volumes_files_and_secret_env(dev_plan: Plan, dev_run: ProgramRun) -> No
     files = {f.path: f for f in dev_plan.files}
     key = files[f"{STATE}/pods/dev-controller-0/auth-key/munge.key"]
     auth = dev_run.get("random:index/randomBytes:RandomBytes", "dev-secrets-auth-key")
-    assert key.content == base64.b64decode(auth.outputs["base64"]) and key.mode == 0o440
-    assert files[f"{STATE}/pods/dev-login-0/authorized-keys/alice"].mode == 0o644
+    assert key.content == base64.b64decode(auth.outputs["base64"]) and key.mode == 0o400
+    alice = files[f"{STATE}/pods/dev-login-0/authorized-keys/authorized_keys.alice"]
+    assert alice.mode == 0o644 and alice.content.startswith(b"ssh-ed25519 ")
     assert (
         b"ClusterName=dev"
         in files[f"{STATE}/pods/dev-controller-0/slurm-config/slurm.conf"].content
@@ -134,6 +137,15 @@ def test_fingerprint_follows_files_and_images(dev_plan: Plan) -> None:
     assert fingerprint(pod, files) == fingerprint(pod, list(files))
     assert fingerprint(pod, files) != fingerprint(pod, [File("/x/a", b"2", 0o644)])
     assert fingerprint(pod, files, ("sha256:1",)) != fingerprint(pod, files, ("sha256:2",))
+
+
+def test_config_volumes_are_kept_current_unless_immutable(dev_plan: Plan) -> None:
+    login = next(pod for pod in dev_plan.pods if pod.name == "dev-login-0")
+    projected = dict(login.projected_dirs)
+    # The users ConfigMap is updated in place; the hash-named config and Secrets are not
+    # (Secrets from Pulumi are mutable too, and the kubelet refreshes them as well).
+    assert projected[f"{STATE}/pods/dev-login-0/authorized-keys"] is True
+    assert projected[f"{STATE}/pods/dev-login-0/sshd-config"] is False
 
 
 def test_in_memory_volumes_become_sized_tmpfs(dev_plan: Plan) -> None:

@@ -750,6 +750,70 @@ INVALID = [
         id="login-user-name-uppercase",
     ),
     bad(
+        {"login.users": [{"name": "alice", "uid": 64030, "authorizedKeys": [ED25519]}]},
+        "login.users[0].uid",
+        "64030 is not a user id slurm-stack may assign: use 1000-59999 (ids below belong to "
+        "the jail image's system accounts; 60000 and up are reserved, slurm is 64030)",
+        id="login-user-uid-system",
+    ),
+    bad(
+        {"login.users": [{"name": "alice", "gid": 100, "authorizedKeys": [ED25519]}]},
+        "login.users[0].gid",
+        "100 is not a user id slurm-stack may assign",
+        id="login-user-gid-system",
+    ),
+    bad(
+        {
+            "login.users": [
+                {"name": "alice", "uid": 5000, "authorizedKeys": [ED25519]},
+                {"name": "bob", "uid": 5000, "authorizedKeys": [ED25519]},
+            ]
+        },
+        "login.users[1].uid",
+        "uid 5000 of 'bob' is also the uid of 'alice'; set a distinct uid for one of them",
+        id="login-users-same-uid",
+    ),
+    bad(
+        {
+            "login.users": [
+                {"name": "u222", "authorizedKeys": [ED25519]},
+                {"name": "u301", "authorizedKeys": [ED25519]},
+            ]
+        },
+        "login.users[1].uid",
+        "uid 24457 of 'u301' is also the uid of 'u222'",
+        id="login-users-derived-uid-collision",
+    ),
+    bad(
+        {
+            "login.users": [
+                {"name": "alice", "uid": 5000, "authorizedKeys": [ED25519]},
+                {"name": "bob", "uid": 5001, "gid": 5000, "authorizedKeys": [ED25519]},
+            ]
+        },
+        "login.users[1].gid",
+        "'bob''s own group would have gid 5000, which is group 'alice''s",
+        id="login-users-gid-of-another-users-group",
+    ),
+    bad(
+        {"login.users": [{"name": "alice", "groups": ["ml", "ml"], "authorizedKeys": [ED25519]}]},
+        "login.users[0].groups",
+        "group names must be unique: ml repeated",
+        id="login-user-group-twice",
+    ),
+    bad(
+        {"login.users": [{"name": "alice", "shell": "bash", "authorizedKeys": [ED25519]}]},
+        "login.users[0].shell",
+        "absolute",
+        id="login-user-shell-relative",
+    ),
+    bad(
+        {"login.users": [{"name": "alice", "account": "Research", "authorizedKeys": [ED25519]}]},
+        "login.users[0].account",
+        "String should match pattern",
+        id="login-user-account-uppercase",
+    ),
+    bad(
         {"login.sshdExtra": ["MaxSessions"]},
         "login.sshdExtra[0]",
         "'MaxSessions' is not a single 'Keyword value' line (example: 'MaxSessions 20')",

@@ -15,6 +15,7 @@ from slurm_stack.components.jail import Jail
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.components.login import LoginPool
 from slurm_stack.components.secrets import ClusterSecrets
+from slurm_stack.components.users import Users
 from slurm_stack.components.workers import WorkerPool
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.jobs import reconfigure_job
@@ -62,9 +63,11 @@ class SlurmCluster(pulumi.ComponentResource):
         )
 
         before_controller: list[pulumi.Resource] = [config, *secrets.secrets]
+        slurm_ready: list[pulumi.Resource] = []
         if spec.accounting.enabled:
             accounting = Accounting(f"{name}-accounting", spec, secrets.secrets, opts=here)
             before_controller.append(accounting.slurmdbd)
+            slurm_ready.append(accounting.slurmdbd)
         controller = Controller(
             f"{name}-controller", spec, config_name, before_controller, opts=here
         )
@@ -75,7 +78,14 @@ class SlurmCluster(pulumi.ComponentResource):
             jail.populated,
             *secrets.secrets,
         ]
-        login = LoginPool(f"{name}-login", spec, before_nodes, opts=here)
+        users = Users(
+            f"{name}-users",
+            spec,
+            config_name,
+            [config, controller.statefulset, jail.populated, *secrets.secrets, *slurm_ready],
+            opts=here,
+        )
+        login = LoginPool(f"{name}-login", spec, [*before_nodes, users.config_map], opts=here)
         for pool in spec.worker_pools:
             WorkerPool(f"{name}-{pool.name}", spec, pool, before_nodes, opts=here)
 

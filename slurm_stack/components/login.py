@@ -8,7 +8,7 @@ from slurm_stack import naming
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.login import login_service, login_statefulset
-from slurm_stack.render import authorized_keys, content_hash, login_config_files
+from slurm_stack.render import content_hash, login_config_files
 from slurm_stack.spec.models import ClusterSpec
 
 
@@ -26,11 +26,7 @@ class LoginPool(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("slurm-stack:index:LoginPool", name, None, opts)
-        keys = authorized_keys(spec)
-        files = {
-            **login_config_files(spec),
-            **{f"authorized_keys.{user}": text for user, text in keys.items()},
-        }
+        files = login_config_files(spec)
         config_name = f"{naming.login_name(spec.name)}-config-{content_hash(files)}"
         config = register(
             ConfigMap,
@@ -45,7 +41,7 @@ class LoginPool(pulumi.ComponentResource):
         self.statefulset = register(
             StatefulSet,
             name,
-            login_statefulset(spec, config_name, list(keys)),
+            login_statefulset(spec, config_name),
             child_options(self, depends_on=[config, *depends_on], timeout="20m"),
         )
         self.endpoint = _endpoint(spec, service)

@@ -75,7 +75,7 @@ def login_service(spec: ClusterSpec) -> Manifest:
     }
 
 
-def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str]) -> Manifest:
+def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
     """sshd pods; they wait for the jail and reach slurmctld through sackd (configless)."""
     name = naming.login_name(spec.name)
     sackd = container(
@@ -109,7 +109,9 @@ def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str])
             },
             {"name": "host-keys", "mountPath": paths.SSH_HOST_KEY_DIR, "readOnly": True},
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
-            *auth_mounts(spec),
+            # Users' clients authenticate through munged's socket, or with auth/slurm through
+            # sackd's socket in /run/slurm: the key itself never enters this container.
+            *(auth_mounts(spec) if spec.auth == "munge" else []),
             *(submount_mount(s) for s in spec.jail.submounts),
         ],
         resources=resources(spec.login.resources),
@@ -117,9 +119,6 @@ def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str])
         readinessProbe=tcp_probe(paths.SSH_PORT),
         livenessProbe=tcp_probe(paths.SSH_PORT, period=30, failures=4),
     )
-    key_items = [
-        {"key": f"authorized_keys.{user}", "path": user, "mode": 0o644} for user in user_names
-    ]
     volumes = [
         jail_volume(spec),
         {
@@ -129,10 +128,9 @@ def login_statefulset(spec: ClusterSpec, config_map: str, user_names: list[str])
                 "items": [{"key": "sshd_config", "path": "sshd_config"}],
             },
         },
-        # With no keys configured, an empty directory: nobody can log in until keys are set.
-        {"name": "authorized-keys", "configMap": {"name": config_map, "items": key_items}}
-        if key_items
-        else {"name": "authorized-keys", "emptyDir": {"sizeLimit": "1Mi"}},
+        # The users ConfigMap, read by sshd's AuthorizedKeysCommand; kept up to date by the
+        # kubelet, so key changes need no restart.
+        {"name": "authorized-keys", "configMap": {"name": naming.users_config_map_name(spec.name)}},
         {
             "name": "host-keys",
             "secret": {"secretName": host_keys_secret_name(spec), "defaultMode": 0o400},

@@ -127,6 +127,9 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                     ("AccountingStorageType", "accounting_storage/slurmdbd"),
                     ("AccountingStorageHost", naming.accounting_host(cluster, namespace)),
                     ("AccountingStoragePort", str(paths.SLURMDBD_PORT)),
+                    # Only users with an association may submit (the users Job makes them),
+                    # and a removed user's association allows no more submissions.
+                    ("AccountingStorageEnforce", "associations,limits,qos"),
                     *([("AccountingStorageTRES", "gres/gpu")] if spec.gpu_pools else []),
                 ],
             )
@@ -202,7 +205,8 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         gpu_driver=paths.GPU_DRIVER_DIR if spec.gpu_pools else None,
         allow_opt_out=spec.jail.allow_opt_out,
         submounts=submount_binds(spec),
-        read_only=NODE_LOCAL_READ_ONLY,
+        # auth/slurm: tasks' clients (srun in a batch script) ask slurmd's sack socket.
+        read_only=(*NODE_LOCAL_READ_ONLY, *([paths.SLURM_RUN_DIR] if spec.auth == "slurm" else [])),
     )
 
 

@@ -2,19 +2,17 @@
 
 import hashlib
 import os
-import re
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_stack import paths
 from slurm_stack.sandbox.apply import Applier, ApplyReport, Log, network_name, unmount_below
 from slurm_stack.sandbox.images import ROOT, ensure_images
 from slurm_stack.sandbox.plan import FAKE_DRIVER_LIBRARY_NAME, Plan, plan
 from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
-from slurm_stack.sandbox.stack import SANDBOX_UID, SANDBOX_USER, render_for_sandbox
+from slurm_stack.sandbox.stack import SANDBOX_USER, render_for_sandbox
 from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxState
 from slurm_stack.spec.models import IMAGE_REVISION, ClusterSpec
 
@@ -77,17 +75,14 @@ class Sandbox:
     # -- commands -----------------------------------------------------------------------------
 
     def up(self, *, build: bool = True) -> ApplyReport:
-        """Set up podman, build images if their inputs changed, render, apply, provision the
-        sandbox user; idempotent."""
+        """Set up podman, build images if their inputs changed, render, apply; idempotent."""
         if build:
             subprocess.run(["bash", str(ROOT / "scripts" / "setup-podman.sh")], check=True)
             if ensure_images(self.spec.slurm_version):
                 self.log("images built")
         current = self.render()
         self._install_fake_gpu_tools()
-        report = self.applier().apply(current)
-        self.provision_user()
-        return report
+        return self.applier().apply(current)
 
     def down(self, *, delete_data: bool = False) -> list[str]:
         """Remove the pods and network; with ``delete_data`` also every volume and key."""
@@ -126,12 +121,14 @@ class Sandbox:
         login = self.pod_of("login")
         return next(p.ip for p in self.current_plan.pods if p.name == login)
 
-    def ssh_command(self, user: str = SANDBOX_USER, tty: bool = False) -> list[str]:
-        """ssh to the first login pod with the sandbox's key."""
+    def ssh_command(
+        self, user: str = SANDBOX_USER, tty: bool = False, identity: Path | None = None
+    ) -> list[str]:
+        """ssh to the first login pod as ``user``, with the sandbox's key or ``identity``."""
         return [
             "ssh",
             "-i",
-            str(self.state.ssh_key),
+            str(identity or self.state.ssh_key),
             "-o",
             "IdentitiesOnly=yes",
             "-o",
@@ -153,31 +150,6 @@ class Sandbox:
         return subprocess.run(
             [*self.ssh_command(), command], capture_output=True, text=True, timeout=timeout
         )
-
-    # -- what an admin does after deploying ----------------------------------------------------
-
-    def provision_user(self) -> None:
-        """Create the sandbox user in the jail and, with accounting, in slurmdbd."""
-        login = self.node_container(self.pod_of("login"))
-        script = (
-            f"id {SANDBOX_USER} >/dev/null 2>&1 || useradd --create-home --uid {SANDBOX_UID}"
-            f" --user-group --shell /bin/bash {SANDBOX_USER}"
-        )
-        result = self.podman.exec(login, ["chroot", paths.JAIL_DIR, "sh", "-c", script])
-        if result.returncode != 0:
-            raise RuntimeError(f"could not create {SANDBOX_USER} in the jail: {result.stderr}")
-        if self.spec.accounting.enabled:
-            controller = self.node_container(self.pod_of("controller"))
-            for command in (
-                f"sacctmgr -i add account {SANDBOX_USER} Description=sandbox Organization=sandbox",
-                f"sacctmgr -i add user {SANDBOX_USER} Account={SANDBOX_USER}",
-            ):
-                out = self.podman.exec(controller, ["sh", "-c", command])
-                said = out.stdout + out.stderr
-                if out.returncode != 0 and not re.search(
-                    r"Nothing (new )?added|Already exist", said
-                ):
-                    raise RuntimeError(f"{command}: {out.stdout}{out.stderr}")
 
     def _install_fake_gpu_tools(self) -> None:
         """The fake nvidia-smi and driver library that GPU pods mount (see plan.py)."""

@@ -1,8 +1,9 @@
 """The manifests a sandbox runs: the stack rendered as `pulumi up` would create it.
 
 Two things are added to what the stack file says, both as a deployed cluster would have them:
-- a login user of the sandbox's own (`SANDBOX_USER`) with a key generated for this sandbox, so
-  `sandbox ssh` can log in (the stack's users keep their own keys);
+- a declared login user of the sandbox's own (`SANDBOX_USER`, uid `SANDBOX_UID`) with a key
+  generated for this sandbox, so `sandbox ssh` can log in (the stack's users keep their own
+  keys); the stack's users Job creates it like any other;
 - Secret values kept from the first `up`: Pulumi state keeps the values of random resources, so
   a re-apply never rotates the munge key, the host keys or the database password.
 """
@@ -48,7 +49,7 @@ def with_sandbox_user(cluster: dict[str, Any], public_key: str) -> dict[str, Any
     """``cluster`` with the sandbox's login user added (or its keys replaced)."""
     login = dict(cluster.get("login") or {})
     users = [u for u in login.get("users") or [] if u.get("name") != SANDBOX_USER]
-    users.append({"name": SANDBOX_USER, "authorizedKeys": [public_key]})
+    users.append({"name": SANDBOX_USER, "uid": SANDBOX_UID, "authorizedKeys": [public_key]})
     login["users"] = users
     return {**cluster, "login": login}
 

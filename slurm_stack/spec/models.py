@@ -5,6 +5,7 @@ Rules that involve one model live here as validators; rules that relate several 
 the tree live in `slurm_stack.spec.rules`, so every error is reported in one pass.
 """
 
+import hashlib
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -152,11 +153,74 @@ class LoginService(SpecModel):
         return self
 
 
-class LoginUser(SpecModel):
-    """A user whose SSH keys the login nodes accept (the account itself lives in the jail)."""
+# Ids a declared user or group may have: below 1000 are the jail image's system accounts,
+# 60000 and up are reserved (Debian's global ids; slurm is 64030, munge 64031, nobody 65534).
+FIRST_USER_ID = 1000
+LAST_USER_ID = 59999
+# Ids derived from a name when none is declared: a hash of the name alone, so they do not
+# change when the list is reordered, in a range above the ids admins usually hand out.
+DERIVED_ID_BASE = 10000
+DERIVED_ID_SPAN = LAST_USER_ID + 1 - DERIVED_ID_BASE
 
-    name: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+
+def derived_id(name: str) -> int:
+    """The uid (and private gid) of a user, or the gid of a group, declared without one."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return DERIVED_ID_BASE + int.from_bytes(digest[:8], "big") % DERIVED_ID_SPAN
+
+
+def _check_id(value: int | None) -> int | None:
+    if value is not None and not FIRST_USER_ID <= value <= LAST_USER_ID:
+        raise ValueError(
+            f"{value} is not a user id slurm-stack may assign: use {FIRST_USER_ID}-{LAST_USER_ID} "
+            "(ids below belong to the jail image's system accounts; 60000 and up are reserved, "
+            "slurm is 64030), or leave it out to derive one from the name"
+        )
+    return value
+
+
+AccountName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_.-]{0,63}$")]
+UnixName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+
+
+class LoginUser(SpecModel):
+    """A user account in the jail, with its SSH keys and Slurm association.
+
+    `pulumi up` creates the account (fixed uid/gid, home directory created once, shell,
+    groups) and its association; removing the user from the list locks the account and
+    stops it submitting, and keeps its home directory.
+    """
+
+    name: UnixName
     authorized_keys: list[SshPublicKey] = Field(min_length=1)
+    uid: int | None = None
+    gid: int | None = None
+    groups: list[UnixName] = Field(default_factory=list)
+    shell: AbsolutePath = "/bin/bash"
+    account: AccountName | None = None
+    default_qos: AccountName | None = None
+
+    @field_validator("uid", "gid")
+    @classmethod
+    def _ids_in_range(cls, value: int | None) -> int | None:
+        return _check_id(value)
+
+    @field_validator("groups")
+    @classmethod
+    def _distinct_groups(cls, groups: list[str]) -> list[str]:
+        if duplicates := sorted({name for name in groups if groups.count(name) > 1}):
+            raise ValueError(f"group names must be unique: {', '.join(duplicates)} repeated")
+        return groups
+
+    @property
+    def effective_uid(self) -> int:
+        """The declared uid, or one derived from the name."""
+        return self.uid if self.uid is not None else derived_id(self.name)
+
+    @property
+    def effective_gid(self) -> int:
+        """The gid of the user's own group (named after the user): declared, or the uid."""
+        return self.gid if self.gid is not None else self.effective_uid
 
 
 class Login(SpecModel):
@@ -166,6 +230,7 @@ class Login(SpecModel):
     service: LoginService = Field(default_factory=LoginService)
     root_authorized_keys: list[SshPublicKey] = Field(default_factory=list)
     users: list[LoginUser] = Field(default_factory=list)
+    default_account: AccountName | None = None
     sshd_extra: list[SshdLine] = Field(default_factory=list)
     resources: Resources = Field(
         default_factory=lambda: Resources(

@@ -11,7 +11,7 @@ from typing import Any
 from slurm_stack.naming import MAX_STATEFULSET_NAME, RESERVED_POOL_NAMES, pool_name
 from slurm_stack.spec.errors import SpecIssue, join_path
 from slurm_stack.spec.fields import key_of
-from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool
+from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool, derived_id
 from slurm_stack.spec.versions import at_least, key_problem
 
 # slurm.conf keys slurm-stack sets itself; an extra line may not override them.
@@ -70,6 +70,8 @@ OWNED_SSHD_KEYWORDS = {
         "HostKey",
         "PasswordAuthentication",
         "AuthorizedKeysFile",
+        "AuthorizedKeysCommand",
+        "AuthorizedKeysCommandUser",
         "Port",
         "UsePAM",
         "KbdInteractiveAuthentication",
@@ -324,6 +326,59 @@ def external_db_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
         )
 
 
+def user_ids_are_distinct(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Declared users get distinct uids, and each gid names one group: a user's own group
+    (named after the user) or a supplementary group. A derived id that happens to collide asks
+    for an explicit one."""
+    users = [
+        (i, user)
+        for i, user in _items(_get(raw, "login", {}), "users")
+        if isinstance(_get(user, "name"), str)
+    ]
+
+    def declared(user: Raw, key: str) -> int | None:
+        value = _get(user, key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    uids: dict[int, str] = {}
+    gids: dict[int, str] = {}  # gid -> group name
+    for i, user in users:
+        name = _get(user, "name")
+        uid = declared(user, "uid")
+        uid = derived_id(name) if uid is None else uid
+        uid_clash = uids.setdefault(uid, name) != name
+        if uid_clash:
+            yield SpecIssue(
+                join_path("login", "users", i, "uid"),
+                f"uid {uid} of {name!r} is also the uid of {uids[uid]!r}; "
+                "set a distinct uid for one of them",
+            )
+        gid = declared(user, "gid")
+        if gid is None and uid_clash:
+            continue  # the group would follow the uid: one error says it
+        key = "gid" if gid is not None else "uid"
+        gid = uid if gid is None else gid
+        if gids.setdefault(gid, name) != name:
+            yield SpecIssue(
+                join_path("login", "users", i, key),
+                f"{name!r}'s own group would have gid {gid}, which is group {gids[gid]!r}'s; "
+                "set a distinct gid (shared groups go in groups)",
+            )
+    own_groups = {_get(user, "name") for _, user in users}
+    for i, user in users:
+        groups = _get(user, "groups", [])
+        for j, group in enumerate(groups if isinstance(groups, list) else []):
+            if not isinstance(group, str) or group in own_groups:
+                continue
+            gid = derived_id(group)
+            if gids.setdefault(gid, group) != group:
+                yield SpecIssue(
+                    join_path("login", "users", i, "groups", j),
+                    f"group {group!r} would get gid {gid}, which is group {gids[gid]!r}'s; "
+                    "rename one of them",
+                )
+
+
 RULES: tuple[Rule, ...] = (
     unique_names,
     pool_names_fit,
@@ -335,6 +390,7 @@ RULES: tuple[Rule, ...] = (
     submounts_do_not_collide,
     gpu_health_checks,
     external_db_password,
+    user_ids_are_distinct,
 )
 
 

@@ -20,6 +20,7 @@ from slurm_stack.sandbox.session import Sandbox
 
 HERE = Path(__file__).resolve().parent
 STACK = HERE / "Pulumi.itest.yaml"
+SANDBOX_STATE = Path("/var/lib/slurm-stack/test-sandbox")
 T = TypeVar("T")
 
 
@@ -63,6 +64,19 @@ class Cluster:
         """A shell command over ssh on the login node, as the sandbox user."""
         return self.sandbox.ssh(command, timeout=timeout)
 
+    def login_as(
+        self, user: str, key: Path, command: str, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """A shell command over ssh on the login node, as ``user`` with private key ``key``."""
+        argv = self.sandbox.ssh_command(user, identity=key)
+        return subprocess.run([*argv, command], capture_output=True, text=True, timeout=timeout)
+
+    def edit_stack(self, change: Callable[[dict], None]) -> None:  # type: ignore[type-arg]
+        """Change the stack file's cluster definition in place, as a user edits stack config."""
+        document = yaml.safe_load(self.stack_file.read_text())
+        change(document["config"]["slurm-stack:cluster"])
+        self.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
     def ok(self, result: subprocess.CompletedProcess[str]) -> str:
         assert result.returncode == 0, f"exit {result.returncode}: {result.stdout}{result.stderr}"
         return result.stdout
@@ -103,26 +117,38 @@ class Cluster:
         return len(states) == expected and all(s == "idle" for s in states.values())
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The itest stack running in the sandbox; torn down with its data at the end."""
+def boot_stack(document: dict, directory: Path, expected_nodes: int) -> Cluster:  # type: ignore[type-arg]
+    """Write ``document`` as a stack file in ``directory`` and boot it in a fresh sandbox
+    (the Slurm version from SLURM_STACK_TEST_SLURM_VERSION when set); wait for its nodes."""
     if os.geteuid() != 0:
         pytest.skip("the real-Slurm tests run podman as root")
     if shutil.which("podman") is None and os.environ.get("CI") != "true":
         pytest.skip("podman is not installed: run `bash scripts/setup-podman.sh` first")
-    base = tmp_path_factory.mktemp("sandbox")
-    stack_file = base / STACK.name
-    document = yaml.safe_load(STACK.read_text())
+    cluster_config = document["config"]["slurm-stack:cluster"]
     version = os.environ.get("SLURM_STACK_TEST_SLURM_VERSION")
     if version:  # the other supported major: `SLURM_STACK_TEST_SLURM_VERSION=24.11`
-        document["config"]["slurm-stack:cluster"]["slurmVersion"] = version
+        cluster_config["slurmVersion"] = version
+    stack_file = directory / f"Pulumi.{cluster_config['name']}.yaml"
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
-    sandbox = Sandbox(stack_file, state_base=Path("/var/lib/slurm-stack/test-sandbox"))
+    sandbox = Sandbox(stack_file, state_base=SANDBOX_STATE)
     sandbox.down(delete_data=True)  # a run that was killed may have left one behind
-    sandbox = Sandbox(stack_file, state_base=Path("/var/lib/slurm-stack/test-sandbox"))
+    sandbox = Sandbox(stack_file, state_base=SANDBOX_STATE)
     sandbox.up()
     cluster = Cluster(sandbox, stack_file)
-    wait_for("every worker idle", lambda: cluster.all_idle(4), timeout=120)
-    yield cluster
+    wait_for("every worker idle", lambda: cluster.all_idle(expected_nodes), timeout=120)
+    return cluster
+
+
+def tear_down(cluster: Cluster) -> None:
+    """Remove a test stack's sandbox and its data, unless KEEP_SANDBOX=1."""
     if os.environ.get("KEEP_SANDBOX") != "1":
-        sandbox.down(delete_data=True)
+        cluster.sandbox.down(delete_data=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The itest stack running in the sandbox; torn down with its data at the end."""
+    document = yaml.safe_load(STACK.read_text())
+    cluster = boot_stack(document, tmp_path_factory.mktemp("sandbox"), 4)
+    yield cluster
+    tear_down(cluster)

@@ -1,0 +1,39 @@
+"""Users: the declared accounts, their keys, and the Job that applies them to the jail."""
+
+import pulumi
+from pulumi_kubernetes.batch.v1 import Job
+from pulumi_kubernetes.core.v1 import ConfigMap
+
+from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s.users import users_config_map, users_job
+from slurm_stack.render import content_hash, users_config_files
+from slurm_stack.spec.models import ClusterSpec
+
+
+class Users(pulumi.ComponentResource):
+    """The users ConfigMap (login pods read keys from it) and the users Job, which runs once
+    per version of the users after the controller, accounting and the jail are ready."""
+
+    config_map: ConfigMap
+    """Login pods mount this; create it before them."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        slurm_config_map: str,
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("slurm-stack:index:Users", name, None, opts)
+        files = users_config_files(spec)
+        self.config_map = register(
+            ConfigMap, f"{name}-config", users_config_map(spec, files), child_options(self)
+        )
+        job = register(
+            Job,
+            f"{name}-sync",
+            users_job(spec, slurm_config_map, content_hash(files)),
+            child_options(self, depends_on=[self.config_map, *depends_on], timeout="15m"),
+        )
+        self.register_outputs({"usersJob": job.metadata.name})
