@@ -176,7 +176,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                 if spec.accounting.purge.archive
                 else []
             ),
-            *auth_mounts(spec),
+            *auth_mounts(spec, sack_dir="/run/slurmdbd"),
         ],
         resources=resources(spec.accounting.resources),
         securityContext=non_root(paths.SLURM_UID),
@@ -223,7 +223,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                             if spec.accounting.purge.archive
                             else []
                         ),
-                        *auth_volumes(spec),
+                        *auth_volumes(spec, sack=True),
                     ],
                 },
             },

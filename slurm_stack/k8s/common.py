@@ -126,21 +126,56 @@ def munge_key_secret_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-{'munge' if spec.auth == 'munge' else 'slurm'}-key"
 
 
-def auth_volumes(spec: ClusterSpec) -> list[Manifest]:
-    """The shared munge socket directory and the auth key Secret."""
+def auth_volumes(spec: ClusterSpec, *, sack: bool = False) -> list[Manifest]:
+    """The munge socket directory or, with auth/slurm, an in-memory directory for the key's
+    SlurmUser copy (and with ``sack`` one for the daemon's sack socket); and the auth key
+    Secret (root-owned, readable by root only)."""
+    if spec.auth == "munge":
+        shared = [{"name": "munge-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]
+    else:
+        shared = [{"name": "slurm-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
+        if sack:
+            shared.append({"name": "sack", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
     return [
-        {"name": "munge-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        *shared,
         {
             "name": "auth-key",
-            "secret": {"secretName": munge_key_secret_name(spec), "defaultMode": 0o440},
+            "secret": {"secretName": munge_key_secret_name(spec), "defaultMode": 0o400},
         },
     ]
 
 
-def auth_sidecars(spec: ClusterSpec) -> list[Manifest]:
-    """A native sidecar running munged for the pod (none with auth/slurm)."""
-    if spec.auth != "munge":
-        return []
+def auth_sidecars(spec: ClusterSpec, *, key_copy: bool = True) -> list[Manifest]:
+    """munged as a native sidecar (auth/munge); with auth/slurm an init container that gives
+    the pod's SlurmUser daemons their own copy of slurm.key (none when ``key_copy`` is false:
+    the pod's Slurm processes run as root and read the Secret itself)."""
+    if spec.auth == "slurm":
+        if not key_copy:
+            return []
+        return [
+            container(
+                spec,
+                "slurm-key",
+                spec.image("munge"),  # the smallest project image; it only copies a file
+                "install-slurm-key",
+                volumeMounts=[
+                    {"name": "auth-key", "mountPath": paths.SLURM_KEY_DIR, "readOnly": True},
+                    {"name": "slurm-key", "mountPath": paths.SLURM_KEY_COPY_DIR},
+                ],
+                resources={
+                    "requests": {"cpu": "10m", "memory": "16Mi"},
+                    "limits": {"memory": "64Mi"},
+                },
+                # Root reads the root-only Secret file; CHOWN hands the copy to SlurmUser
+                # (slurm insists on a key no other user can read).
+                securityContext={
+                    "runAsUser": 0,
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+            )
+        ]
     return [
         container(
             spec,
@@ -171,11 +206,61 @@ def auth_sidecars(spec: ClusterSpec) -> list[Manifest]:
     ]
 
 
-def auth_mounts(spec: ClusterSpec) -> list[Manifest]:
-    """What a Slurm daemon or client container mounts to authenticate."""
+def auth_mounts(
+    spec: ClusterSpec, *, root: bool = False, sack_dir: str | None = None
+) -> list[Manifest]:
+    """What a Slurm daemon or client container mounts to authenticate: the munge socket, or
+    with auth/slurm the key (the Secret itself for a ``root`` container, else SlurmUser's
+    copy). The entrypoint points Slurm at whichever key the container has. A non-root daemon
+    with auth/slurm creates its sack socket under /run/<daemon>, ``sack_dir``, which it
+    could not create itself (pass ``sack=True`` to auth_volumes too)."""
     if spec.auth == "munge":
         return [{"name": "munge-socket", "mountPath": paths.MUNGE_SOCKET_DIR}]
-    return [{"name": "auth-key", "mountPath": paths.SLURM_KEY_DIR, "readOnly": True}]
+    if root:
+        return [{"name": "auth-key", "mountPath": paths.SLURM_KEY_DIR, "readOnly": True}]
+    sack = [{"name": "sack", "mountPath": sack_dir}] if sack_dir else []
+    return [{"name": "slurm-key", "mountPath": paths.SLURM_KEY_COPY_DIR, "readOnly": True}, *sack]
+
+
+def client_auth_sidecars(spec: ClusterSpec) -> list[Manifest]:
+    """What a Job pod runs so its Slurm client commands can authenticate: munged, or with
+    auth/slurm sackd (clients never read slurm.key; they ask a sack socket for a token)."""
+    if spec.auth == "munge":
+        return auth_sidecars(spec)
+    sackd = container(
+        spec,
+        "sackd",
+        spec.image("ops"),
+        "sackd",
+        restartPolicy="Always",
+        env=env(SLURM_CONF_SERVER=conf_server(spec)),
+        volumeMounts=[{"name": "sack-run", "mountPath": paths.SLURM_RUN_DIR}, *auth_mounts(spec)],
+        resources={"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        securityContext=non_root(paths.SLURM_UID),
+        startupProbe={
+            "exec": {"command": ["test", "-S", f"{paths.SLURM_RUN_DIR}/sack.socket"]},
+            "periodSeconds": 1,
+            "failureThreshold": 60,
+        },
+    )
+    return [*auth_sidecars(spec), sackd]
+
+
+def client_auth_mounts(spec: ClusterSpec) -> list[Manifest]:
+    """The munge socket, or sackd's socket directory, for a Job's client container."""
+    if spec.auth == "munge":
+        return auth_mounts(spec)
+    return [{"name": "sack-run", "mountPath": paths.SLURM_RUN_DIR, "readOnly": True}]
+
+
+def client_auth_volumes(spec: ClusterSpec) -> list[Manifest]:
+    """The volumes behind client_auth_sidecars and client_auth_mounts."""
+    if spec.auth == "munge":
+        return auth_volumes(spec)
+    return [
+        *auth_volumes(spec),
+        {"name": "sack-run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+    ]
 
 
 def env(**values: str) -> list[Manifest]:

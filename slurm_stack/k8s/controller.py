@@ -57,7 +57,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
             # Only for users and groups (the image resolves them from the jail's /etc).
             {"name": "jail", "mountPath": paths.JAIL_DIR, "readOnly": True},
-            *auth_mounts(spec),
+            *auth_mounts(spec, sack_dir="/run/slurmctld"),
         ],
         resources=resources(spec.controller.resources),
         securityContext=non_root(paths.SLURM_UID),
@@ -99,7 +99,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
                         },
                         run_volume(),
                         jail_volume(spec, read_only=True),
-                        *auth_volumes(spec),
+                        *auth_volumes(spec, sack=True),
                     ],
                 },
             },

@@ -5,9 +5,9 @@ import json
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
     Manifest,
-    auth_mounts,
-    auth_sidecars,
-    auth_volumes,
+    client_auth_mounts,
+    client_auth_sidecars,
+    client_auth_volumes,
     container,
     env,
     image_pull,
@@ -31,7 +31,7 @@ def _client_pod(
         env=[*env(SLURM_CONF=f"{paths.SLURM_CONF_DIR}/slurm.conf"), *extra_env],
         volumeMounts=[
             {"name": "slurm-config", "mountPath": paths.SLURM_CONF_DIR, "readOnly": True},
-            *auth_mounts(spec),
+            *client_auth_mounts(spec),
         ],
         resources=CLIENT_RESOURCES,
         securityContext=non_root(paths.SLURM_UID),
@@ -39,11 +39,11 @@ def _client_pod(
     return {
         **image_pull(spec),
         "restartPolicy": "OnFailure",
-        "initContainers": auth_sidecars(spec),
+        "initContainers": client_auth_sidecars(spec),
         "containers": [client],
         "volumes": [
             {"name": "slurm-config", "configMap": {"name": config_map}},
-            *auth_volumes(spec),
+            *client_auth_volumes(spec),
         ],
     }
 

@@ -105,7 +105,7 @@ def _placement(pool: WorkerPool) -> Manifest:
     return out
 
 
-CPU_NODE_CHECKS = ["jail", "munge", "disk"]
+CPU_NODE_CHECKS = ["jail", "munge", "disk"]  # munge: only with auth/munge
 GPU_NODE_CHECKS = ["gpu_driver", "gpu_count", "gpu_ecc", "gpu_xid"]
 
 
@@ -113,7 +113,8 @@ def healthcheck_config(spec: ClusterSpec, pool: WorkerPool) -> str:
     """The quick checks' JSON config for a pool's nodes (the entrypoint writes it to a file)."""
     quick = spec.health_checks.quick
     config = {
-        "checks": (GPU_NODE_CHECKS if pool.gpus else []) + CPU_NODE_CHECKS,
+        "checks": (GPU_NODE_CHECKS if pool.gpus else [])
+        + [check for check in CPU_NODE_CHECKS if check != "munge" or spec.auth == "munge"],
         "expected_gpus": pool.gpus,
         "gpu_type": pool.gpu_type,
         "jail_marker": f"{paths.JAIL_DIR}/{paths.JAIL_MARKER}",
@@ -144,7 +145,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             {"name": "spool", "mountPath": paths.SLURMD_SPOOL_DIR},
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
             {"name": "shm", "mountPath": "/dev/shm"},
-            *auth_mounts(spec),
+            *auth_mounts(spec, root=True),
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
         ],
         resources=_pool_resources(pool),
@@ -173,7 +174,10 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                 **image_pull(spec),
                 **_placement(pool),
                 "terminationGracePeriodSeconds": pool.drain_timeout_seconds + 30,
-                "initContainers": [*auth_sidecars(spec), wait_for_jail(spec, spec.image("worker"))],
+                "initContainers": [
+                    *auth_sidecars(spec, key_copy=False),
+                    wait_for_jail(spec, spec.image("worker")),
+                ],
                 "containers": [slurmd],
                 "volumes": [
                     jail_volume(spec),

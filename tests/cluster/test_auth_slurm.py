@@ -1,0 +1,78 @@
+"""`auth: slurm` on the real cluster: the itest stack's CPU pool with Slurm's own auth.
+
+slurm.key comes from its Secret; slurmctld, slurmdbd, sackd and the Jobs read SlurmUser's
+in-memory copy, slurmd the Secret itself. The cluster runs jobs from the login node with
+accounting, and neither a job nor a login session can read the key at any path where a pod
+mounts it.
+"""
+
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down
+
+KEY_VOLUMES = ("auth-key", "slurm-key")
+
+
+@pytest.fixture(scope="module")
+def slurm_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    document = yaml.safe_load(STACK.read_text())
+    config = document["config"]["slurm-stack:cluster"]
+    config.update(name="authslurm", namespace="slurm-authslurm", auth="slurm")
+    config["workerPools"] = config["workerPools"][:1]  # cpu x2
+    config["partitions"] = [{"name": "main", "default": True}]
+    config["healthChecks"] = {"quick": {"intervalSeconds": 10}, "nccl": {"enabled": False}}
+    del config["jail"]["submounts"]
+    cluster = boot_stack(document, tmp_path_factory.mktemp("authslurm"), 2)
+    yield cluster
+    tear_down(cluster)
+
+
+def key_paths(cluster: Cluster, component: str) -> set[str]:
+    """Where the pods of ``component`` mount slurm.key (the Secret or SlurmUser's copy)."""
+    paths = set()
+    for pod in cluster.sandbox.current_plan.pods:
+        if pod.component != component:
+            continue
+        for container in pod.containers:
+            for mount in container.mounts:
+                if mount.source.rsplit("/", 1)[-1] in KEY_VOLUMES:
+                    paths.add(f"{mount.target}/slurm.key")
+    return paths
+
+
+def test_the_cluster_runs_on_slurm_auth(slurm_auth: Cluster) -> None:
+    assert "AuthType=auth/slurm" in slurm_auth.ok(slurm_auth.ctl("cat $SLURM_CONF"))
+    out = slurm_auth.ok(slurm_auth.login("srun -N2 hostname"))
+    assert sorted(out.split()) == ["authslurm-cpu-0", "authslurm-cpu-1"]
+    job = slurm_auth.ok(
+        slurm_auth.login("sbatch --parsable --wait -N2 -o ~/out.%j --wrap 'srun hostname'")
+    ).strip()
+    assert len(slurm_auth.ok(slurm_auth.login(f"cat ~/out.{job}")).split()) == 2
+    accounting = slurm_auth.ok(slurm_auth.login(f"sacct -X -n -P -j {job} -o user,state"))
+    assert accounting.strip() == "sandbox|COMPLETED"
+
+
+def test_the_key_is_mounted_only_where_a_daemon_reads_it(slurm_auth: Cluster) -> None:
+    plan = slurm_auth.sandbox.current_plan
+    login = next(p for p in plan.pods if p.component == "login")
+    sshd = next(c for c in login.containers if c.name == "sshd")
+    assert not [m for m in sshd.mounts if m.source.rsplit("/", 1)[-1] in KEY_VOLUMES]
+    assert key_paths(slurm_auth, "worker") == {"/run/secrets/slurm/slurm.key"}
+    assert key_paths(slurm_auth, "login") >= {"/run/slurm-key/slurm.key"}
+
+
+def test_no_job_or_login_session_can_read_the_key(slurm_auth: Cluster) -> None:
+    paths = sorted(key_paths(slurm_auth, "worker") | key_paths(slurm_auth, "login"))
+    assert paths
+    for path in paths:
+        from_job = slurm_auth.login(f"srun -N2 cat {path}")
+        assert from_job.returncode != 0 and "No such file" in from_job.stderr, path
+        from_login = slurm_auth.login(f"cat {path}")
+        assert from_login.returncode != 0 and "No such file" in from_login.stderr, path
+    # The daemons do read it: slurmd as root from the Secret, sackd from SlurmUser's copy.
+    worker = slurm_auth.sandbox.pod_of("worker")
+    owner = slurm_auth.node(worker, "stat -L -c '%U %a' /run/secrets/slurm/slurm.key")
+    assert slurm_auth.ok(owner).split() == ["root", "400"]
