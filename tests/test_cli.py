@@ -23,7 +23,7 @@ def test_render_dev_stack(tmp_path: Path, capsys) -> None:
         assert values and set(values.values()) == {"<redacted>"}
     configs = {p.name for p in (tmp_path / "configs").iterdir()}
     assert {"slurm.conf", "cgroup.conf", "gres.conf", "plugstack.conf"} <= configs
-    assert {"slurmdbd.conf", "sshd_config"} <= configs
+    assert {"slurmdbd.conf", "sshd_config", "users.json", "authorized_keys.alice"} <= configs
     assert "ClusterName=dev" in (tmp_path / "configs" / "slurm.conf").read_text()
     assert "valid against Kubernetes 1.30, 1.31, 1.32, 1.33, 1.34" in capsys.readouterr().out
 

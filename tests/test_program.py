@@ -269,3 +269,37 @@ def test_accounting_modes(mode: str) -> None:
     if operator:
         assert operator[0].protect
         assert operator[0].inputs["apiVersion"] == "k8s.mariadb.com/v1alpha1"
+
+
+def test_auth_slurm_keeps_the_key_from_users_and_gives_each_daemon_what_it_reads() -> None:
+    slurm_auth = _run_with(lambda config: config.update(auth="slurm"))
+    secret = by_name(slurm_auth, "core/v1:Secret", "dev-slurm-key")
+    assert set(secret.inputs["data"]) == {"slurm.key"}
+
+    def mounts(workload: str, kind: str = "apps/v1:StatefulSet") -> dict[str, dict[str, str]]:
+        return {
+            name: {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+            for name, c in containers(by_name(slurm_auth, kind, workload)).items()
+        }
+
+    login = mounts("dev-login")
+    assert not {"auth-key", "slurm-key"} & set(login["sshd"])  # users' sessions run here
+    assert login["sackd"]["slurm-key"] == "/run/slurm-key"
+    controller = mounts("dev-controller")
+    assert controller["slurmctld"]["slurm-key"] == "/run/slurm-key"
+    assert controller["slurmctld"]["sack"] == "/run/slurmctld"
+    assert "auth-key" not in controller["slurmctld"]  # the root-only Secret: not for SlurmUser
+    assert mounts("dev-accounting", "apps/v1:Deployment")["slurmdbd"]["sack"] == "/run/slurmdbd"
+    assert mounts("dev-cpu")["slurmd"]["auth-key"] == "/run/secrets/slurm"
+    copy = containers(by_name(slurm_auth, "apps/v1:StatefulSet", "dev-controller"))["slurm-key"]
+    assert copy["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert "restartPolicy" not in copy  # runs once before the daemon
+    volumes = by_name(slurm_auth, "apps/v1:StatefulSet", "dev-controller").inputs["spec"][
+        "template"
+    ]["spec"]["volumes"]
+    key = next(v for v in volumes if v["name"] == "auth-key")
+    assert key["secret"]["defaultMode"] == 0o400
+    # Job pods get tokens from a sackd sidecar; their clients never see the key.
+    job = containers(slurm_auth.get("kubernetes:batch/v1:Job", "dev-reconfigure"))
+    assert job["sackd"]["restartPolicy"] == "Always"
+    assert {m["name"] for m in job["reconfigure"]["volumeMounts"]} == {"slurm-config", "sack-run"}

@@ -2,6 +2,7 @@
 
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
+    CONFIG_FILES_LABEL,
     Manifest,
     client_auth_mounts,
     client_auth_sidecars,
@@ -21,8 +22,9 @@ COMPONENT = "users"
 def users_config_map(spec: ClusterSpec, files: dict[str, str]) -> Manifest:
     """Not immutable and not renamed on change: the kubelet updates it in running login pods,
     so adding a user or a key restarts nothing."""
+    name = naming.users_config_map_name(spec.name)
     return {
-        "metadata": metadata(spec, naming.users_config_map_name(spec.name), COMPONENT),
+        "metadata": metadata(spec, name, COMPONENT, extra_labels={CONFIG_FILES_LABEL: "true"}),
         "data": dict(sorted(files.items())),
     }
 
