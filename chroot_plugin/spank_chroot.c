@@ -92,14 +92,17 @@ static int ensure_dir_in_jail(const char *inside)
 		if (saved != '/' && saved != '\0')
 			continue;
 		*p = '\0';
-		if (lstat(path, &st) == 0) {
-			if (S_ISLNK(st.st_mode))
-				return jail_fail("%s is a symlink; refusing to mount over it", path);
-			if (!S_ISDIR(st.st_mode))
-				return jail_fail("%s is not a directory", path);
-		} else if (errno != ENOENT || mkdir(path, 0755) != 0) {
-			return jail_fail("cannot create %s: %s", path, strerror(errno));
+		if (lstat(path, &st) != 0) {
+			/* The jail is shared: a task on another node may create it at the same
+			 * moment, so EEXIST is fine; what is there is checked below either way. */
+			if (errno != ENOENT || (mkdir(path, 0755) != 0 && errno != EEXIST) ||
+			    lstat(path, &st) != 0)
+				return jail_fail("cannot create %s: %s", path, strerror(errno));
 		}
+		if (S_ISLNK(st.st_mode))
+			return jail_fail("%s is a symlink; refusing to mount over it", path);
+		if (!S_ISDIR(st.st_mode))
+			return jail_fail("%s is not a directory", path);
 		*p = saved;
 		if (saved == '\0')
 			return 0;
@@ -130,9 +133,15 @@ static int ensure_file_in_jail(const char *inside)
 		return 0;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	/* Created by a task on another node meanwhile: take it if it is a regular file. */
+	if (errno != EEXIST || lstat(path, &st) != 0)
 		return jail_fail("cannot create %s: %s", path, strerror(errno));
-	close(fd);
+	if (!S_ISREG(st.st_mode))
+		return jail_fail("%s is not a regular file; refusing to mount over it", path);
 	return 0;
 }
 
