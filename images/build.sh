@@ -45,6 +45,7 @@ for component in worker login ops; do
   podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" \
     -f "$component/Containerfile" ..
 done
-podman build --pull=never --build-arg SUITE="$suite" -t "$registry/jail:$tag" jail
+podman build --pull=never --build-arg BASE="$base" -t "$registry/sssd:$tag" sssd
+podman build --pull=never --build-arg SUITE="$suite" -t "$registry/jail:$tag" -f jail/Containerfile .
 podman build --pull=never --build-arg SUITE="$suite" -t "$registry/mariadb:$tag" mariadb
-echo "build.sh: built $registry/{base,controller,worker,login,accounting,munge,ops,jail,mariadb}:$tag" >&2
+echo "build.sh: built $registry/{base,controller,worker,login,accounting,munge,ops,sssd,jail,mariadb}:$tag" >&2

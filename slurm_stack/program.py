@@ -3,7 +3,7 @@
 import pulumi
 
 from slurm_stack.components.cluster import SlurmCluster
-from slurm_stack.spec import DB_PASSWORD_CONFIG_KEY, load_spec
+from slurm_stack.spec import DB_PASSWORD_CONFIG_KEY, LDAP_PASSWORD_CONFIG_KEY, load_spec
 
 CLUSTER_CONFIG_KEY = "cluster"
 
@@ -12,12 +12,16 @@ def run() -> SlurmCluster:
     """Body of `__main__.py`; only this function reads `pulumi.Config`."""
     config = pulumi.Config()
     db_password = config.get_secret(DB_PASSWORD_CONFIG_KEY.split(":", 1)[1])
+    ldap_password = config.get_secret(LDAP_PASSWORD_CONFIG_KEY.split(":", 1)[1])
     spec = load_spec(
         config.get_object(CLUSTER_CONFIG_KEY),
         db_password_provided=db_password is not None,
+        ldap_password_provided=ldap_password is not None,
         config_key=f"{config.name}:{CLUSTER_CONFIG_KEY}",
     )
-    cluster = SlurmCluster(spec.name, spec, db_password=db_password)
+    cluster = SlurmCluster(
+        spec.name, spec, db_password=db_password, ldap_bind_password=ldap_password
+    )
     pulumi.export("namespace", cluster.namespace)
     pulumi.export("loginEndpoint", cluster.login_endpoint)
     pulumi.export("sshCommand", cluster.ssh_command)

@@ -992,8 +992,8 @@ INVALID = [
         {"nodes": 3},
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
-        "healthChecks, images, jail, labels, login, name, namespace, partitions, slurmVersion, "
-        "workerPools",
+        "directory, healthChecks, images, jail, labels, login, name, namespace, partitions, "
+        "slurmVersion, workerPools",
         id="unknown-top-level-key",
     ),
     bad(

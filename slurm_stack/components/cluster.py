@@ -45,12 +45,19 @@ class SlurmCluster(pulumi.ComponentResource):
         spec: ClusterSpec | Mapping[str, Any],
         db_password: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        ldap_bind_password: pulumi.Input[str] | None = None,
     ):
         if not isinstance(spec, ClusterSpec):
-            spec = load_spec(dict(spec), db_password_provided=db_password is not None)
+            spec = load_spec(
+                dict(spec),
+                db_password_provided=db_password is not None,
+                ldap_password_provided=ldap_bind_password is not None,
+            )
         super().__init__("slurm-stack:index:SlurmCluster", name, None, opts)
         here = pulumi.ResourceOptions(parent=self)
-        secrets = ClusterSecrets(f"{name}-secrets", spec, db_password, opts=here)
+        secrets = ClusterSecrets(
+            f"{name}-secrets", spec, db_password, opts=here, ldap_bind_password=ldap_bind_password
+        )
 
         files = slurm_config_files(spec)
         config_hash = content_hash(files)

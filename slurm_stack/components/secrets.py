@@ -8,7 +8,9 @@ from pulumi_kubernetes.core.v1 import Secret
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.k8s.accounting import PASSWORD_KEY, db_password_secret
 from slurm_stack.k8s.common import metadata, munge_key_secret_name
+from slurm_stack.k8s.directory import sssd_secret_name
 from slurm_stack.k8s.login import host_keys_secret_name
+from slurm_stack.render.directory import sssd_secret_files
 from slurm_stack.spec.models import ClusterSpec
 
 AUTH_KEY_BYTES = 1024
@@ -31,9 +33,12 @@ class ClusterSecrets(pulumi.ComponentResource):
         spec: ClusterSpec,
         db_password: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        ldap_bind_password: pulumi.Input[str] | None = None,
     ):
         super().__init__("slurm-stack:index:ClusterSecrets", name, None, opts)
         self.secrets = [self._auth_key(name, spec), self._host_keys(name, spec)]
+        if spec.directory is not None:
+            self.secrets.append(self._sssd_config(name, spec, ldap_bind_password))
         if spec.accounting.enabled:
             password = self._db_password(name, spec, db_password)
             if password is not None:
@@ -66,6 +71,24 @@ class ClusterSecrets(pulumi.ComponentResource):
             "stringData": files,
         }
         return register(Secret, f"{name}-ssh-host-keys", manifest, child_options(self))
+
+    def _sssd_config(
+        self, name: str, spec: ClusterSpec, bind_password: pulumi.Input[str] | None
+    ) -> Secret:
+        """sssd.conf carries the bind password, so the whole file is a Secret."""
+        files: pulumi.Input[dict[str, str]] = (
+            pulumi.Output.secret(bind_password).apply(
+                lambda password: sssd_secret_files(spec, password)
+            )
+            if bind_password is not None
+            else sssd_secret_files(spec, None)
+        )
+        manifest = {
+            "metadata": metadata(spec, sssd_secret_name(spec), "directory"),
+            "type": "Opaque",
+            "stringData": files,
+        }
+        return register(Secret, f"{name}-sssd", manifest, child_options(self))
 
     def _db_password(
         self, name: str, spec: ClusterSpec, given: pulumi.Input[str] | None

@@ -19,6 +19,7 @@ from slurm_stack.k8s.common import (
     tcp_probe,
     volume_claim,
 )
+from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
 from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.spec.models import ClusterSpec
 
@@ -58,6 +59,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             # Only for users and groups (the image resolves them from the jail's /etc).
             {"name": "jail", "mountPath": paths.JAIL_DIR, "readOnly": True},
             *auth_mounts(spec, sack_dir="/run/slurmctld"),
+            *sss_pipes_mounts(spec),  # directory users' names for accounting and limits
         ],
         resources=resources(spec.controller.resources),
         securityContext=non_root(paths.SLURM_UID),
@@ -89,7 +91,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
                         "fsGroupChangePolicy": "OnRootMismatch",
                     },
                     "terminationGracePeriodSeconds": 60,
-                    "initContainers": auth_sidecars(spec),
+                    "initContainers": [*auth_sidecars(spec), *sssd_sidecars(spec)],
                     "containers": [slurmctld],
                     "volumes": [
                         {"name": "slurm-config", "configMap": {"name": config_map}},
@@ -100,6 +102,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
                         run_volume(),
                         jail_volume(spec, read_only=True),
                         *auth_volumes(spec, sack=True),
+                        *sssd_volumes(spec),
                     ],
                 },
             },

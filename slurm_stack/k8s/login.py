@@ -19,6 +19,7 @@ from slurm_stack.k8s.common import (
     selector_labels,
     tcp_probe,
 )
+from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
 from slurm_stack.k8s.jail import jail_volume, submount_mount, submount_volume, wait_for_jail
 from slurm_stack.render.services import SSH_HOST_KEY_TYPES
 from slurm_stack.spec.models import ClusterSpec
@@ -112,6 +113,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             # Users' clients authenticate through munged's socket, or with auth/slurm through
             # sackd's socket in /run/slurm: the key itself never enters this container.
             *(auth_mounts(spec) if spec.auth == "munge" else []),
+            *sss_pipes_mounts(spec),
             *(submount_mount(s) for s in spec.jail.submounts),
         ],
         resources=resources(spec.login.resources),
@@ -137,6 +139,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
         },
         run_volume(),
         *auth_volumes(spec),
+        *sssd_volumes(spec),
         *(volume for s in spec.jail.submounts if (volume := submount_volume(s))),
     ]
     return {
@@ -153,6 +156,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
                     **placement(spec.login.placement),
                     "initContainers": [
                         *auth_sidecars(spec),
+                        *sssd_sidecars(spec),
                         sackd,
                         wait_for_jail(spec, spec.image("login")),
                     ],

@@ -22,6 +22,7 @@ from slurm_stack.k8s.common import (
     selector_labels,
     tcp_probe,
 )
+from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
 from slurm_stack.k8s.jail import (
     jail_volume,
     submount_claim_template,
@@ -146,6 +147,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
             {"name": "shm", "mountPath": "/dev/shm"},
             *auth_mounts(spec, root=True),
+            *sss_pipes_mounts(spec),
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
         ],
         resources=_pool_resources(pool),
@@ -176,6 +178,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                 "terminationGracePeriodSeconds": pool.drain_timeout_seconds + 30,
                 "initContainers": [
                     *auth_sidecars(spec, key_copy=False),
+                    *sssd_sidecars(spec),
                     wait_for_jail(spec, spec.image("worker")),
                 ],
                 "containers": [slurmd],
@@ -185,6 +188,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                     run_volume(),
                     {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": pool.shm_size}},
                     *auth_volumes(spec),
+                    *sssd_volumes(spec),
                     *(volume for s in submounts if (volume := submount_volume(s))),
                 ],
             },

@@ -205,8 +205,13 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         gpu_driver=paths.GPU_DRIVER_DIR if spec.gpu_pools else None,
         allow_opt_out=spec.jail.allow_opt_out,
         submounts=submount_binds(spec),
-        # auth/slurm: tasks' clients (srun in a batch script) ask slurmd's sack socket.
-        read_only=(*NODE_LOCAL_READ_ONLY, *([paths.SLURM_RUN_DIR] if spec.auth == "slurm" else [])),
+        read_only=(
+            *NODE_LOCAL_READ_ONLY,
+            # auth/slurm: tasks' clients (srun in a batch script) ask slurmd's sack socket.
+            *([paths.SLURM_RUN_DIR] if spec.auth == "slurm" else []),
+            # A directory: tasks resolve its users through the node's sssd.
+            *([paths.SSS_PIPES_DIR] if spec.directory else []),
+        ),
     )
 
 

@@ -13,6 +13,7 @@ from slurm_stack.spec.models import ClusterSpec, derived_id
 
 USERS_FILE = "users.json"
 KEYS_PREFIX = "authorized_keys."
+LOGIN_GROUPS_FILE = "directory_login_groups"  # read by the login nodes' key command
 
 
 def default_account(spec: ClusterSpec) -> str:
@@ -64,4 +65,6 @@ def users_config_files(spec: ClusterSpec) -> dict[str, str]:
     files = {USERS_FILE: json.dumps(users_document(spec), indent=2, sort_keys=True) + "\n"}
     for name, text in authorized_keys(spec).items():
         files[f"{KEYS_PREFIX}{name}"] = text
+    if spec.directory is not None and spec.directory.login_groups:
+        files[LOGIN_GROUPS_FILE] = "".join(f"{group}\n" for group in spec.directory.login_groups)
     return files

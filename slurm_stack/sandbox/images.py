@@ -46,7 +46,17 @@ def _images_exist(slurm_version: str) -> bool:
     from slurm_stack.spec.models import IMAGE_REVISION
 
     tag = f"{slurm_version}-{IMAGE_REVISION}"
-    names = ("controller", "worker", "login", "accounting", "munge", "ops", "jail", "mariadb")
+    names = (
+        "controller",
+        "worker",
+        "login",
+        "accounting",
+        "munge",
+        "ops",
+        "sssd",
+        "jail",
+        "mariadb",
+    )
     return all(
         subprocess.run(
             ["podman", "image", "exists", f"localhost/slurm-stack/{name}:{tag}"], check=False

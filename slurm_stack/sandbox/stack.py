@@ -18,7 +18,12 @@ from typing import Any
 from slurm_stack.offline import manifests, validate_manifests
 from slurm_stack.offline.engine import run_program
 from slurm_stack.sandbox.state import SandboxState
-from slurm_stack.spec import ClusterSpec, load_spec
+from slurm_stack.spec import (
+    DB_PASSWORD_CONFIG_KEY,
+    LDAP_PASSWORD_CONFIG_KEY,
+    ClusterSpec,
+    load_spec,
+)
 from slurm_stack.stackfile import load_stack_config
 
 SANDBOX_USER = "sandbox"
@@ -63,7 +68,15 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
     if key not in stack.config:
         raise SandboxStackError(f"{stack_file}: no {key} in the stack config")
     cluster = with_sandbox_user(json.loads(stack.config[key]), state.ssh_public_key())
-    spec = load_spec(cluster)
+
+    def given(config_key: str) -> bool:
+        return f"{project}:{config_key.split(':', 1)[1]}" in stack.config
+
+    spec = load_spec(
+        cluster,
+        db_password_provided=given(DB_PASSWORD_CONFIG_KEY),
+        ldap_password_provided=given(LDAP_PASSWORD_CONFIG_KEY),
+    )
     config = {**stack.config, key: json.dumps(cluster)}
     result = run_program(
         run, project=project, stack=stack.stack, config=config, secret_keys=stack.secret_keys

@@ -12,7 +12,11 @@ from slurm_stack.spec.rules import RuleContext, cross_field_issues
 
 
 def load_spec(
-    raw: Any, *, db_password_provided: bool = False, config_key: str = CONFIG_KEY
+    raw: Any,
+    *,
+    db_password_provided: bool = False,
+    ldap_password_provided: bool = False,
+    config_key: str = CONFIG_KEY,
 ) -> ClusterSpec:
     """Validate ``raw`` (a dict from stack config) and fill defaults.
 
@@ -23,7 +27,8 @@ def load_spec(
             [SpecIssue("", "must be an object (set it in Pulumi.<stack>.yaml under config)")],
             config_key,
         )
-    issues = cross_field_issues(raw, RuleContext(db_password_provided=db_password_provided))
+    context = RuleContext(db_password_provided, ldap_password_provided)
+    issues = cross_field_issues(raw, context)
     spec = None
     try:
         spec = ClusterSpec.model_validate(raw)

@@ -98,6 +98,7 @@ class Images(SpecModel):
     munge: ImageRef | None = None
     jail: ImageRef | None = None
     ops: ImageRef | None = None
+    sssd: ImageRef | None = None
     mariadb: ImageRef = MARIADB_IMAGE
 
 
@@ -488,6 +489,31 @@ class HealthChecks(SpecModel):
     nccl: NcclBenchmark = Field(default_factory=NcclBenchmark)
 
 
+LdapUri = Annotated[str, Field(pattern=r"^ldaps?://[A-Za-z0-9.:\[\]-]+(:[0-9]{1,5})?/?$")]
+DistinguishedName = Annotated[str, Field(pattern=r"^[^=,\n]+=[^\n]+$", max_length=512)]
+LdapAttribute = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,63}$")]
+PemCertificate = Annotated[
+    str, Field(pattern=r"^-----BEGIN CERTIFICATE-----\n[\s\S]+-----END CERTIFICATE-----\n?$")
+]
+
+
+class Directory(SpecModel):
+    """Users and groups from an LDAP directory (RFC 2307: posixAccount, posixGroup).
+
+    sssd beside slurmctld, every slurmd and every sshd resolves them, and so does every login
+    session and job in the jail; their SSH keys come from the directory. `pulumi up` creates
+    no directory users; a Slurm association for each is an admin's (docs/users.md).
+    """
+
+    uri: LdapUri
+    base_dn: DistinguishedName
+    bind_dn: DistinguishedName | None = None
+    start_tls: bool = False
+    ca_certificate: PemCertificate | None = None
+    login_groups: list[UnixName] = Field(default_factory=list)
+    ssh_public_key_attribute: LdapAttribute = "sshPublicKey"
+
+
 class Cgroups(SpecModel):
     """Cgroup enforcement; when on, slurmd containers must run privileged (documented)."""
 
@@ -512,6 +538,7 @@ class ClusterSpec(SpecModel):
     accounting: Accounting = Field(default_factory=Accounting)
     health_checks: HealthChecks = Field(default_factory=HealthChecks)
     cgroups: Cgroups = Field(default_factory=Cgroups)
+    directory: Directory | None = None
 
     @field_validator("slurm_version", mode="before")
     @classmethod

@@ -80,6 +80,7 @@ OWNED_SSHD_KEYWORDS = {
 }
 
 DB_PASSWORD_CONFIG_KEY = "slurm-stack:accountingDbPassword"
+LDAP_PASSWORD_CONFIG_KEY = "slurm-stack:ldapBindPassword"
 
 Raw = dict[str, Any]
 Rule = Callable[[Raw, "RuleContext"], Iterator[SpecIssue]]
@@ -88,8 +89,9 @@ Rule = Callable[[Raw, "RuleContext"], Iterator[SpecIssue]]
 class RuleContext:
     """Facts from outside `slurm-stack:cluster` that rules need."""
 
-    def __init__(self, db_password_provided: bool = False):
+    def __init__(self, db_password_provided: bool = False, ldap_password_provided: bool = False):
         self.db_password_provided = db_password_provided
+        self.ldap_password_provided = ldap_password_provided
 
 
 def _get(mapping: Any, key: str, default: Any = None) -> Any:
@@ -379,6 +381,25 @@ def user_ids_are_distinct(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                 )
 
 
+def directory_bind_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
+    """A bind DN comes with its password, as a Pulumi secret; a password needs a bind DN."""
+    directory = _get(raw, "directory")
+    if not isinstance(directory, dict):
+        return
+    key = LDAP_PASSWORD_CONFIG_KEY.split(":")[1]
+    if _get(directory, "bindDn") is not None and not ctx.ldap_password_provided:
+        yield SpecIssue(
+            "directory.bindDn",
+            f"a bind DN needs its password: `pulumi config set --secret {key} <password>`",
+        )
+    if _get(directory, "bindDn") is None and ctx.ldap_password_provided:
+        yield SpecIssue(
+            "directory",
+            f"{key} is set but directory.bindDn is not: set the DN to bind as, or remove "
+            f"the password to bind anonymously",
+        )
+
+
 RULES: tuple[Rule, ...] = (
     unique_names,
     pool_names_fit,
@@ -391,6 +412,7 @@ RULES: tuple[Rule, ...] = (
     gpu_health_checks,
     external_db_password,
     user_ids_are_distinct,
+    directory_bind_password,
 )
 
 

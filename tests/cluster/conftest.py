@@ -117,9 +117,15 @@ class Cluster:
         return len(states) == expected and all(s == "idle" for s in states.values())
 
 
-def boot_stack(document: dict, directory: Path, expected_nodes: int) -> Cluster:  # type: ignore[type-arg]
+def boot_stack(
+    document: dict,  # type: ignore[type-arg]
+    directory: Path,
+    expected_nodes: int,
+    before_up: Callable[[], object] | None = None,
+) -> Cluster:
     """Write ``document`` as a stack file in ``directory`` and boot it in a fresh sandbox
-    (the Slurm version from SLURM_STACK_TEST_SLURM_VERSION when set); wait for its nodes."""
+    (the Slurm version from SLURM_STACK_TEST_SLURM_VERSION when set); wait for its nodes.
+    ``before_up`` runs once the old sandbox is gone, before the first `up`."""
     if os.geteuid() != 0:
         pytest.skip("the real-Slurm tests run podman as root")
     if shutil.which("podman") is None and os.environ.get("CI") != "true":
@@ -133,6 +139,8 @@ def boot_stack(document: dict, directory: Path, expected_nodes: int) -> Cluster:
     sandbox = Sandbox(stack_file, state_base=SANDBOX_STATE)
     sandbox.down(delete_data=True)  # a run that was killed may have left one behind
     sandbox = Sandbox(stack_file, state_base=SANDBOX_STATE)
+    if before_up is not None:
+        before_up()
     sandbox.up()
     cluster = Cluster(sandbox, stack_file)
     wait_for("every worker idle", lambda: cluster.all_idle(expected_nodes), timeout=120)
