@@ -12,7 +12,9 @@
 # Settings go into /etc/containers: via environment variables every `podman run` hangs on exit.
 set -euo pipefail
 
-packages=(podman runc catatonit iptables netavark aardvark-dns mmdebstrap uidmap)
+# openssh-client and openssl: the sandbox's ssh logins and the real-cluster tests' keys and
+# test certificates.
+packages=(podman runc catatonit iptables netavark aardvark-dns mmdebstrap uidmap openssh-client openssl)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing+=("$package")

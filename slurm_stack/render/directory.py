@@ -24,7 +24,6 @@ def render_sssd_conf(spec: ClusterSpec, bind_password: str | None) -> str:
         base_dn=directory.base_dn,
         bind_dn=directory.bind_dn,
         bind_password=bind_password,
-        start_tls=directory.start_tls,
         ca_file=f"{paths.SSSD_CONFIG_DIR}/{CA_FILE}" if directory.ca_certificate else None,
         ssh_key_attribute=directory.ssh_public_key_attribute,
     )

@@ -5,7 +5,8 @@ Two things are added to what the stack file says, both as a deployed cluster wou
   generated for this sandbox, so `sandbox ssh` can log in (the stack's users keep their own
   keys); the stack's users Job creates it like any other;
 - Secret values kept from the first `up`: Pulumi state keeps the values of random resources, so
-  a re-apply never rotates the munge key, the host keys or the database password.
+  a re-apply never rotates the munge key, the host keys or the database password (a Secret
+  rendered from the stack config, sssd's, follows the config instead).
 """
 
 import base64
@@ -88,14 +89,23 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
     return SandboxStack(spec, keep_secrets(documents, state.secrets_file), dict(result.outputs))
 
 
+# Secrets rendered from the stack config (and its secret values) rather than generated:
+# `pulumi up` rewrites them whenever the config changes, so the sandbox does too.
+RENDERED_SECRET_COMPONENTS = frozenset({"directory"})
+
+
 def keep_secrets(documents: list[Manifest], path: Path) -> list[Manifest]:
-    """Secrets get the data they had at the first apply; new Secrets are recorded."""
+    """Generated Secrets get the data they had at the first apply; new ones are recorded."""
     kept: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
     out = []
     for document in documents:
         if document["kind"] == "Secret":
             name = document["metadata"]["name"]
-            data = kept.setdefault(name, _base64_data(document))
+            component = document["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+            if component in RENDERED_SECRET_COMPONENTS:
+                data = _base64_data(document)
+            else:
+                data = kept.setdefault(name, _base64_data(document))
             document = {**document, "data": data}
             document.pop("stringData", None)
         out.append(document)

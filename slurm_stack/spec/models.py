@@ -508,7 +508,6 @@ class Directory(SpecModel):
     uri: LdapUri
     base_dn: DistinguishedName
     bind_dn: DistinguishedName | None = None
-    start_tls: bool = False
     ca_certificate: PemCertificate | None = None
     login_groups: list[UnixName] = Field(default_factory=list)
     ssh_public_key_attribute: LdapAttribute = "sshPublicKey"

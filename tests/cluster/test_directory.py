@@ -1,9 +1,11 @@
 """Users from an LDAP directory on the real cluster: a real OpenLDAP server (Debian's slapd).
 
 The directory holds lara and leo (group mlteam) and otto (not in it), with SSH keys in
-`sshPublicKey`. The stack points `directory` at it with a bind DN and `loginGroups: [mlteam]`:
-lara and leo log in with their directory keys, `id` resolves on the login node and in jobs on
-every worker, files they write carry their uid; otto cannot log in.
+`sshPublicKey`. The stack points `directory` at it over ldaps:// with the test CA's
+certificate, a bind DN and `loginGroups: [mlteam]`: lara and leo log in with their directory
+keys, `id` resolves on the login node and in jobs on every worker, files they write carry
+their uid; otto cannot log in. Switching the stack to plain ldap:// restarts no pod and
+logins keep working.
 """
 
 import base64
@@ -20,7 +22,7 @@ from slurm_stack.sandbox.apply import network_name
 from slurm_stack.sandbox.podman import network_create_args
 from slurm_stack.sandbox.session import subnet_for
 from slurm_stack.spec.models import IMAGE_REVISION
-from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down
+from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down, wait_for
 
 HERE = Path(__file__).resolve().parent
 NAME = "ldapdir"
@@ -42,6 +44,9 @@ def config_ldif() -> str:
 objectClass: olcGlobal
 cn: config
 olcDisallows: bind_anon
+olcTLSCACertificateFile: /ldap-init/ca.crt
+olcTLSCertificateFile: /ldap-init/server.crt
+olcTLSCertificateKeyFile: /ldap-init/server.key
 
 dn: cn=module{{0}},cn=config
 objectClass: olcModuleList
@@ -128,6 +133,24 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+def make_certificates(directory: Path, address: str) -> str:
+    """A test CA and a server certificate for ``address`` signed by it; returns the CA PEM."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+            "ca.crt", "-days", "2", "-subj", "/CN=slurm-stack test CA")  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+            "server.csr", "-subj", f"/CN={address}")  # fmt: skip
+    (directory / "san.ext").write_text(f"subjectAltName=IP:{address}\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-days",
+            "2", "-CAcreateserial", "-out", "server.crt", "-extfile", "san.ext")  # fmt: skip
+    (directory / "server.key").chmod(0o644)  # slapd reads it as openldap; a test key
+    (directory / "ca.key").unlink()
+    return (directory / "ca.crt").read_text()
+
+
 def start_ldap_server(cluster_name: str, ldif_dir: Path, version: str) -> str:
     """The directory server on the sandbox's network, at an address the plan never hands out
     (.5); returns its address."""
@@ -173,7 +196,8 @@ def directory(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Path]) -
     version = os.environ.get("SLURM_STACK_TEST_SLURM_VERSION", config["slurmVersion"])
     address = subnet_for(NAME).rsplit(".", 1)[0] + ".5"
     config["directory"] = {
-        "uri": f"ldap://{address}",
+        "uri": f"ldaps://{address}",
+        "caCertificate": make_certificates(ldif, address),
         "baseDn": BASE_DN,
         "bindDn": f"cn=reader,{BASE_DN}",
         "loginGroups": ["mlteam"],
@@ -231,3 +255,30 @@ def test_directory_users_run_jobs_as_themselves_on_every_worker(
     assert {p.stat().st_uid for p in written} == {USERS["lara"]}
     login(directory, keys, "lara", "echo mine > ~/notes")
     assert (home / "notes").stat().st_uid == USERS["lara"]
+
+
+def test_changed_directory_settings_reach_sssd_without_a_restart(
+    directory: Cluster, keys: dict[str, Path]
+) -> None:
+    def plain_ldap(config: dict) -> None:  # type: ignore[type-arg]
+        settings = config["directory"]
+        settings["uri"] = settings["uri"].replace("ldaps://", "ldap://")
+        del settings["caCertificate"]
+
+    directory.edit_stack(plain_ldap)
+    report = directory.sandbox.up(build=False)
+    assert report.created == () and report.removed == ()
+    podman = directory.sandbox.podman
+    login_pod = directory.sandbox.pod_of("login")
+    sssd = f"{login_pod}--sssd"
+
+    def running_config() -> bool:
+        conf = podman.exec(sssd, ["cat", "/etc/sssd/sssd.conf"]).stdout
+        return "ldap_uri = ldap://" in conf and "ldap_tls_cacert" not in conf
+
+    wait_for("sssd on the new settings", running_config, timeout=60)
+    wait_for(
+        "lara logging in again",
+        lambda: directory.login_as("lara", keys["lara"], "id -Gn").stdout.strip() == "lara mlteam",
+        timeout=60,
+    )
