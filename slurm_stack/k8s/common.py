@@ -222,28 +222,36 @@ def auth_mounts(
     return [{"name": "slurm-key", "mountPath": paths.SLURM_KEY_COPY_DIR, "readOnly": True}, *sack]
 
 
+def sackd_sidecar(spec: ClusterSpec, image: str, run_volume: str) -> Manifest:
+    """sackd as a native sidecar: it fetches the config (configless) into ``run_volume`` at
+    /run/slurm and, with auth/slurm, gives the pod's clients tokens on its socket there."""
+    probe: Manifest = {}
+    if spec.auth == "slurm":  # the clients start once the socket is there
+        probe["startupProbe"] = {
+            "exec": {"command": ["test", "-S", f"{paths.SLURM_RUN_DIR}/sack.socket"]},
+            "periodSeconds": 1,
+            "failureThreshold": 60,
+        }
+    return container(
+        spec,
+        "sackd",
+        image,
+        "sackd",
+        restartPolicy="Always",
+        env=env(SLURM_CONF_SERVER=conf_server(spec)),
+        volumeMounts=[{"name": run_volume, "mountPath": paths.SLURM_RUN_DIR}, *auth_mounts(spec)],
+        resources={"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        securityContext=non_root(paths.SLURM_UID),
+        **probe,
+    )
+
+
 def client_auth_sidecars(spec: ClusterSpec) -> list[Manifest]:
     """What a Job pod runs so its Slurm client commands can authenticate: munged, or with
     auth/slurm sackd (clients never read slurm.key; they ask a sack socket for a token)."""
     if spec.auth == "munge":
         return auth_sidecars(spec)
-    sackd = container(
-        spec,
-        "sackd",
-        spec.image("ops"),
-        "sackd",
-        restartPolicy="Always",
-        env=env(SLURM_CONF_SERVER=conf_server(spec)),
-        volumeMounts=[{"name": "sack-run", "mountPath": paths.SLURM_RUN_DIR}, *auth_mounts(spec)],
-        resources={"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-        securityContext=non_root(paths.SLURM_UID),
-        startupProbe={
-            "exec": {"command": ["test", "-S", f"{paths.SLURM_RUN_DIR}/sack.socket"]},
-            "periodSeconds": 1,
-            "failureThreshold": 60,
-        },
-    )
-    return [*auth_sidecars(spec), sackd]
+    return [*auth_sidecars(spec), sackd_sidecar(spec, spec.image("ops"), "sack-run")]
 
 
 def client_auth_mounts(spec: ClusterSpec) -> list[Manifest]:

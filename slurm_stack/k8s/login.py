@@ -6,16 +6,15 @@ from slurm_stack.k8s.common import (
     auth_mounts,
     auth_sidecars,
     auth_volumes,
-    conf_server,
     container,
     env,
     image_pull,
     metadata,
-    non_root,
     placement,
     resources,
     root_with,
     run_volume,
+    sackd_sidecar,
     selector_labels,
     tcp_probe,
 )
@@ -79,17 +78,7 @@ def login_service(spec: ClusterSpec) -> Manifest:
 def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
     """sshd pods; they wait for the jail and reach slurmctld through sackd (configless)."""
     name = naming.login_name(spec.name)
-    sackd = container(
-        spec,
-        "sackd",
-        spec.image("login"),
-        "sackd",
-        restartPolicy="Always",
-        env=env(SLURM_CONF_SERVER=conf_server(spec)),
-        volumeMounts=[{"name": "run", "mountPath": paths.SLURM_RUN_DIR}, *auth_mounts(spec)],
-        resources={"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-        securityContext=non_root(paths.SLURM_UID),
-    )
+    sackd = sackd_sidecar(spec, spec.image("login"), "run")
     sshd = container(
         spec,
         "sshd",

@@ -12,11 +12,16 @@ Everything Kubernetes does that podman does not is translated here, in one place
   is an emptyDir and so mode 0777 (`defaultPerm` in kubernetes pkg/volume/emptydir), each file
   is a symlink through `..data` to a timestamped directory holding it with its mode (the
   kubelet's AtomicWriter, pkg/volume/util/atomic_writer.go), and a ConfigMap or Secret that
-  is not `immutable` is updated in place in running pods (no restart) when it changes;
+  is not `immutable` is updated in place in running pods (no restart) when it changes. What
+  stays different: the kubelet does that within its sync period (about a minute), the
+  sandbox at once on `up`; and the kubelet applies an `fsGroup` to these files' group too,
+  the sandbox as well (so sssd's copy-out is exercised);
 - env values from `secretKeyRef` are resolved from the rendered Secret (Kubernetes injects them);
 - native sidecars (init containers with restartPolicy Always) start first and keep running,
   other init containers run to completion before the main containers, as in a pod;
 - pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod);
+- a Job runs once per name while the stack has it; one that leaves the stack and comes back
+  runs again (Pulumi deletes the old Job object and creates it anew);
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
 - a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library

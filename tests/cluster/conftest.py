@@ -71,6 +71,10 @@ class Cluster:
         argv = self.sandbox.ssh_command(user, identity=key)
         return subprocess.run([*argv, command], capture_output=True, text=True, timeout=timeout)
 
+    def ok_as(self, user: str, key: Path, command: str) -> str:
+        """The output of a shell command that must succeed, run over ssh as ``user``."""
+        return self.ok(self.login_as(user, key, command))
+
     def edit_stack(self, change: Callable[[dict], None]) -> None:  # type: ignore[type-arg]
         """Change the stack file's cluster definition in place, as a user edits stack config."""
         document = yaml.safe_load(self.stack_file.read_text())

@@ -213,15 +213,11 @@ def directory(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Path]) -
     tear_down(cluster)
 
 
-def login(cluster: Cluster, keys: dict[str, Path], user: str, command: str) -> str:
-    return cluster.ok(cluster.login_as(user, keys[user], command))
-
-
 def test_directory_users_log_in_with_their_directory_keys(
     directory: Cluster, keys: dict[str, Path]
 ) -> None:
     for name in ("lara", "leo"):
-        out = login(directory, keys, name, "id -u; id -g; id -Gn")
+        out = directory.ok_as(name, keys[name], "id -u; id -g; id -Gn")
         assert out.split("\n")[:3] == [str(USERS[name]), str(USERS[name]), f"{name} mlteam"]
     # otto is in the directory, with a key, but not in a login group.
     assert directory.login_as("otto", keys["otto"], "true").returncode != 0
@@ -239,21 +235,22 @@ def test_directory_users_run_jobs_as_themselves_on_every_worker(
     for command in ("add account ldap Description=directory", "add user lara Account=ldap"):
         directory.ok(directory.ctl(f"sacctmgr -i {command}"))
 
-    out = login(directory, keys, "lara", "srun -N2 sh -c 'id -un; id -Gn; getent passwd leo'")
+    out = directory.ok_as(
+        "lara", keys["lara"], "srun -N2 sh -c 'id -un; id -Gn; getent passwd leo'"
+    )
     lines = out.splitlines()
     assert lines.count("lara") == 2 and lines.count("lara mlteam") == 2
     assert lines.count(f"leo:*:{USERS['leo']}:{USERS['leo']}:leo:/home/leo:/bin/bash") == 2
-    job = login(
-        directory,
-        keys,
+    job = directory.ok_as(
         "lara",
+        keys["lara"],
         "cd ~ && sbatch --parsable --wait -N2 --wrap \"srun sh -c 'touch ~/from-\\$(hostname)'\"",
     ).strip()
     assert directory.job_state(job) == "COMPLETED"
     written = sorted(home.glob("from-*"))
     assert [p.name for p in written] == [f"from-{NAME}-cpu-0", f"from-{NAME}-cpu-1"]
     assert {p.stat().st_uid for p in written} == {USERS["lara"]}
-    login(directory, keys, "lara", "echo mine > ~/notes")
+    directory.ok_as("lara", keys["lara"], "echo mine > ~/notes")
     assert (home / "notes").stat().st_uid == USERS["lara"]
 
 

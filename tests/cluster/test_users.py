@@ -67,14 +67,12 @@ def users(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Path]) -> It
     tear_down(cluster)
 
 
-def as_user(cluster: Cluster, keys: dict[str, Path], user: str, command: str) -> str:
-    return cluster.ok(cluster.login_as(user, keys[user], command))
-
-
 def test_declared_users_log_in_with_their_ids_groups_and_homes(
     users: Cluster, keys: dict[str, Path]
 ) -> None:
-    out = as_user(users, keys, "alice", "id -u; id -g; id -Gn; stat -c '%u %g %a' ~; echo $SHELL")
+    out = users.ok_as(
+        "alice", keys["alice"], "id -u; id -g; id -Gn; stat -c '%u %g %a' ~; echo $SHELL"
+    )
     assert out.split("\n")[:5] == [
         str(ALICE_UID),
         str(ALICE_UID),
@@ -82,7 +80,7 @@ def test_declared_users_log_in_with_their_ids_groups_and_homes(
         f"{ALICE_UID} {ALICE_UID} 700",
         "/bin/bash",
     ]
-    out = as_user(users, keys, "bob", "id -u; id -g; id -Gn; stat -c '%u %a' ~")
+    out = users.ok_as("bob", keys["bob"], "id -u; id -g; id -Gn; stat -c '%u %a' ~")
     uid, gid, groups, home = out.splitlines()
     assert (uid, gid, home) == (str(BOB_UID), str(BOB_UID), f"{BOB_UID} 700")
     assert sorted(groups.split()) == ["alice", "bob", "ml"]
@@ -94,12 +92,12 @@ def test_jobs_run_as_their_user_under_the_declared_account(
     users: Cluster, keys: dict[str, Path]
 ) -> None:
     script = "sbatch --parsable --wait -N2 -o ~/ids.%j --wrap 'srun id -un'"
-    job = as_user(users, keys, "bob", script).strip()
-    assert as_user(users, keys, "bob", f"cat ~/ids.{job}").split() == ["bob", "bob"]
-    assert as_user(users, keys, "bob", "srun -N2 id -u").split() == [str(BOB_UID)] * 2
+    job = users.ok_as("bob", keys["bob"], script).strip()
+    assert users.ok_as("bob", keys["bob"], f"cat ~/ids.{job}").split() == ["bob", "bob"]
+    assert users.ok_as("bob", keys["bob"], "srun -N2 id -u").split() == [str(BOB_UID)] * 2
     accounting = users.ok(users.ctl(f"sacct -X -n -P -j {job} -o user,account,qos,state"))
     assert accounting.strip() == "bob|vision|interactive|COMPLETED"
-    job = as_user(users, keys, "alice", "sbatch --parsable --wait --wrap true").strip()
+    job = users.ok_as("alice", keys["alice"], "sbatch --parsable --wait --wrap true").strip()
     accounting = users.ok(users.ctl(f"sacct -X -n -P -j {job} -o user,account,state"))
     assert accounting.strip() == "alice|users|COMPLETED"  # the cluster's default account
 
@@ -132,19 +130,19 @@ def test_keys_are_served_from_a_volume_sshd_would_refuse_as_a_directory(
 
 
 def test_a_reapply_keeps_homes_and_changes_nothing(users: Cluster, keys: dict[str, Path]) -> None:
-    as_user(users, keys, "alice", "echo results > ~/kept.txt")
+    users.ok_as("alice", keys["alice"], "echo results > ~/kept.txt")
     passwd = (users.jail / "etc" / "passwd").read_bytes()
     report = users.sandbox.up(build=False)
     assert report.created == () and report.jobs_run == ()  # same users: no new users Job
     assert (users.jail / "etc" / "passwd").read_bytes() == passwd
-    assert as_user(users, keys, "alice", "cat ~/kept.txt").strip() == "results"
+    assert users.ok_as("alice", keys["alice"], "cat ~/kept.txt").strip() == "results"
 
 
 def test_a_removed_user_is_locked_out_and_keeps_home_and_running_job(
     users: Cluster, keys: dict[str, Path]
 ) -> None:
-    as_user(users, keys, "bob", "echo mine > ~/notes.txt")
-    running = as_user(users, keys, "bob", "sbatch --parsable --wrap 'sleep 20'").strip()
+    users.ok_as("bob", keys["bob"], "echo mine > ~/notes.txt")
+    running = users.ok_as("bob", keys["bob"], "sbatch --parsable --wrap 'sleep 20'").strip()
     wait_for("bob's job running", lambda: users.job_state(running) == "RUNNING")
 
     users.edit_stack(lambda c: c["login"].__setitem__("users", c["login"]["users"][:1]))
@@ -162,8 +160,8 @@ def test_a_removed_user_is_locked_out_and_keeps_home_and_running_job(
 
     users.edit_stack(lambda c: c["login"]["users"].append(bob(keys)))
     users.sandbox.up(build=False)
-    assert as_user(users, keys, "bob", "cat ~/notes.txt").strip() == "mine"
-    job = as_user(users, keys, "bob", "sbatch --parsable --wait --wrap true").strip()
+    assert users.ok_as("bob", keys["bob"], "cat ~/notes.txt").strip() == "mine"
+    job = users.ok_as("bob", keys["bob"], "sbatch --parsable --wait --wrap true").strip()
     assert users.job_state(job) == "COMPLETED"
 
 
