@@ -52,6 +52,7 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
         ("ssh", "log in to the login node as a declared user (or run COMMAND there)"),
         ("exec", "run COMMAND in a node's main container"),
         ("run-cronjob", "run a CronJob's pod once now (kubectl create job --from=cronjob/NAME)"),
+        ("kill-pod", "kill a pod without preStop or grace (a crash), then recreate it"),
     ):
         action = actions.add_parser(name, help=text)
         source = action.add_mutually_exclusive_group()
@@ -75,6 +76,8 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
             action.add_argument("node", help="pod name, e.g. dev-cpu-0 or dev-controller-0")
         if name == "run-cronjob":
             action.add_argument("name", help="the CronJob, e.g. dev-nccl-benchmark")
+        if name == "kill-pod":
+            action.add_argument("name", help="the pod, e.g. dev-cpu-1")
         if name == "ssh":
             action.add_argument(
                 "--user", default="sandbox", help="a user of login.users (default: sandbox)"
@@ -130,6 +133,11 @@ def _sandbox(args: argparse.Namespace) -> int:
                 args.user, tty=not remote and sys.stdin.isatty(), identity=args.identity
             )
             exec_interactive([*command, *remote])
+        elif args.action == "kill-pod":
+            report = sandbox.kill_pod(args.name)
+            print(
+                f"sandbox {sandbox.name}: killed {args.name}; started {', '.join(report.created)}"
+            )
         elif args.action == "run-cronjob":
             sandbox.run_cron_job(args.name)
             print(f"sandbox {sandbox.name}: {args.name} ran")

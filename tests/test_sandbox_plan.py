@@ -156,3 +156,19 @@ def test_in_memory_volumes_become_sized_tmpfs(dev_plan: Plan) -> None:
     assert memory[f"{STATE}/pods/dev-cpu-0/munge-socket"] == 16 * 2**20
     # The jail is a claim and the spool a disk emptyDir: neither is in memory.
     assert not [path for path in memory if "/claims/" in path or path.endswith("/spool")]
+
+
+def test_pods_leave_highest_ordinal_first_and_carry_their_grace(dev_plan: Plan) -> None:
+    from slurm_stack.sandbox.apply import _ordinal_order
+    from slurm_stack.sandbox.podman import GRACE_LABEL, pod_create_args
+
+    names = ["itest-cpu-9", "itest-cpu-10", "itest-cpu-2", "itest-gpu-0"]
+    assert sorted(names, key=_ordinal_order, reverse=True)[:3] == [
+        "itest-gpu-0",
+        "itest-cpu-10",
+        "itest-cpu-9",
+    ]
+    worker = next(pod for pod in dev_plan.pods if pod.name == "dev-cpu-0")
+    args = pod_create_args(worker, "net", "dev", "f")
+    # The preStop drain's wait plus time to delete the node record.
+    assert f"{GRACE_LABEL}={worker.grace_seconds}" in args and worker.grace_seconds > 30

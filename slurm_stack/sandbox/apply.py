@@ -20,9 +20,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from slurm_stack.sandbox.plan import Container, File, Plan, Pod, Probe
+from slurm_stack.sandbox.plan import PHASES, Container, File, Plan, Pod, Probe
 from slurm_stack.sandbox.podman import (
+    COMPONENT_LABEL,
     FINGERPRINT_LABEL,
+    GRACE_LABEL,
     PRE_STOP_LABEL,
     SANDBOX_LABEL,
     Podman,
@@ -156,6 +158,12 @@ def unmount_below(directory: Path, *, include_itself: bool = True) -> None:
         subprocess.run(["umount", "--lazy", point], check=True, capture_output=True)
 
 
+def _ordinal_order(pod_name: str) -> tuple[str, int]:
+    """`itest-cpu-10` after `itest-cpu-9`: by workload name, then ordinal."""
+    workload, _, ordinal = pod_name.rpartition("-")
+    return (workload, int(ordinal)) if ordinal.isdigit() else (pod_name, -1)
+
+
 def _write_env(pod: Pod, container: Container, state: SandboxState) -> str:
     path = state.env_file(container_name(pod, container))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -184,21 +192,46 @@ class Applier:
             for p in pods
         }
 
-    def remove_pod(self, pod_name: str, pre_stop: tuple[str, ...] = (), grace: int = 30) -> None:
-        """Run the main container's preStop hook, then stop and remove the pod."""
+    def remove_pod(
+        self, pod_name: str, pre_stop: tuple[str, ...] = (), grace: int | None = None
+    ) -> None:
+        """Stop a pod as the kubelet does: the main container's preStop hook, then SIGTERM and
+        SIGKILL once the pod's termination grace period (hook included) is over."""
+        grace = self._grace_of(pod_name) if grace is None else grace
+        started = time.monotonic()
         if pre_stop:
             main = self._main_container_name(pod_name)
             if main:
-                self.log(f"{pod_name}: preStop {' '.join(pre_stop)}")
-                self.podman.exec(main, pre_stop, timeout=grace)
-        self.podman.run(["pod", "rm", "--force", "--time", "10", pod_name], check=False)
+                self.log(f"{pod_name}: preStop {' '.join(pre_stop)} (grace {grace}s)")
+                try:
+                    self.podman.exec(main, pre_stop, timeout=grace)
+                except subprocess.TimeoutExpired:
+                    self.log(f"{pod_name}: preStop still running after the {grace}s grace period")
+        left = max(int(grace - (time.monotonic() - started)), 1)
+        self.podman.run(["pod", "stop", "--time", str(left), pod_name], check=False)
+        self.podman.run(["pod", "rm", "--force", "--time", "0", pod_name], check=False)
         unmount_below(self.state.root / "pods" / pod_name)  # its in-memory volumes
 
+    def kill_pod(self, pod_name: str) -> None:
+        """Kill a pod at once, without its preStop hook or grace (a crash, a lost node)."""
+        self.podman.run(["pod", "rm", "--force", "--time", "0", pod_name])
+        unmount_below(self.state.root / "pods" / pod_name)
+
+    def _grace_of(self, pod_name: str) -> int:
+        """The termination grace period the pod was created with (30 s, as Kubernetes, if
+        unknown)."""
+        out = self.podman.run(
+            ["pod", "inspect", "--format", f'{{{{index .Labels "{GRACE_LABEL}"}}}}', pod_name],
+            check=False,
+        ).stdout.strip()
+        return int(out) if out.isdigit() else 30
+
     def _main_container_name(self, pod_name: str) -> str | None:
+        # podman 4.3 lists no pod name for containers unless asked with --pod: match names.
         for entry in self.podman.labelled("container", f"{SANDBOX_LABEL}.role=main"):
-            if entry.get("PodName") == pod_name:
-                names = entry.get("Names") or []
-                return str(names[0]) if names else None  # type: ignore[index]
+            for name in entry.get("Names") or []:  # type: ignore[union-attr]
+                if str(name).startswith(f"{pod_name}--"):
+                    return str(name)
         return None
 
     def _start_container(self, pod: Pod, container: Container) -> str:
@@ -285,7 +318,8 @@ class Applier:
         planned = {pod.name for pod in plan.pods}
         self.state.forget_jobs_except({pod.name for pod in plan.pods if pod.job})
         removed = []
-        for name in sorted(set(running) - planned):
+        # A StatefulSet scales down from its highest ordinal.
+        for name in sorted(set(running) - planned, key=_ordinal_order, reverse=True):
             pre_stop = self._pre_stop_of(name)
             self.log(f"{name}: no longer planned; stopping it")
             self.remove_pod(name, pre_stop)
@@ -313,7 +347,7 @@ class Applier:
                     if pod.name in running:
                         self.log(f"{pod.name}: changed; replacing it")
                         # The running pod's own hook, as Kubernetes runs the old pod's.
-                        self.remove_pod(pod.name, self._pre_stop_of(pod.name), pod.grace_seconds)
+                        self.remove_pod(pod.name, self._pre_stop_of(pod.name))
                     todo.append((pod, print_))
             self._start_all(plan, todo)
             for pod, _ in todo:
@@ -379,8 +413,15 @@ class Applier:
         return tuple(json.loads(out)) if out and out != "<no value>" else ()
 
     def down(self) -> list[str]:
-        """Stop and remove every pod (preStop hooks first) and the network; keep the state."""
-        names = sorted(self.running_pods())
+        """Stop and remove every pod (preStop hooks first) and the network; keep the state.
+        Pods go in the reverse of their start order, so workers drain while slurmctld still
+        answers."""
+        pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
+        phase = {
+            str(p["Name"]): PHASES.get(str((p.get("Labels") or {}).get(COMPONENT_LABEL)), 4)  # type: ignore[union-attr]
+            for p in pods
+        }
+        names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)
         for name in names:
             self.remove_pod(name, self._pre_stop_of(name))
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)

@@ -14,6 +14,7 @@ SANDBOX_LABEL = "slurm-stack.io/sandbox"
 FINGERPRINT_LABEL = "slurm-stack.io/fingerprint"
 COMPONENT_LABEL = "slurm-stack.io/component"
 PRE_STOP_LABEL = "slurm-stack.io/pre-stop"
+GRACE_LABEL = "slurm-stack.io/termination-grace-seconds"
 
 
 class PodmanError(RuntimeError):
@@ -59,6 +60,8 @@ def pod_create_args(pod: Pod, network: str, sandbox: str, fingerprint: str) -> l
         f"{COMPONENT_LABEL}={pod.component}",
         "--label",
         f"{FINGERPRINT_LABEL}={fingerprint}",
+        "--label",
+        f"{GRACE_LABEL}={pod.grace_seconds}",
     ]
 
 

@@ -169,6 +169,13 @@ class Sandbox:
             if any(c.devices for c in pod.containers):
                 (self.state.root / "fake-gpu" / pod.name).mkdir(parents=True, exist_ok=True)
 
+    def kill_pod(self, name: str) -> ApplyReport:
+        """Kill a long-running pod without its preStop hook or grace, as a crash or a lost
+        node would, then let its controller bring it back under the same name (`apply`)."""
+        self.node_container(name)  # a KeyError naming the pods if there is no such pod
+        self.applier().kill_pod(name)
+        return self.applier().apply(self.current_plan)
+
     def run_cron_job(self, name: str) -> None:
         """Run one of the stack's CronJobs now."""
         self.applier().run_cron_job(self.current_plan, name)

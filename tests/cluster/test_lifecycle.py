@@ -130,3 +130,37 @@ def test_add_newer_files_restores_image_files_and_keeps_everything_else(cluster:
     # The marker records the run and keeps the history before it.
     new_marker = (cluster.jail / ".slurm-stack-populated").read_text()
     assert "add_newer_files=1" in new_marker and new_marker.endswith(marker)
+
+
+def test_scale_down_drains_the_last_node_lets_its_job_finish_and_leaves_no_ghost(
+    cluster: Cluster,
+) -> None:
+    states = cluster.node_states()
+    assert "itest-cpu-2" in states, "the scale-up test left three cpu nodes"
+    job = cluster.ok(cluster.login("sbatch --parsable -w itest-cpu-2 --wrap 'sleep 10'")).strip()
+    wait_for("the job running", lambda: cluster.job_state(job) == "RUNNING")
+
+    def two_cpu_nodes(spec: dict) -> None:  # type: ignore[type-arg]
+        spec["workerPools"][0]["replicas"] = 2
+
+    edit_stack(cluster, two_cpu_nodes)
+    report = cluster.sandbox.up(build=False)  # returns once the pod is gone
+    assert report.removed == ("itest-cpu-2",)
+    accounting = wait_for(
+        "the job in sacct",
+        lambda: cluster.ctl(f"sacct -X -n -P -j {job} -o state,exitcode,nodelist").stdout.strip(),
+    )
+    assert accounting == "COMPLETED|0:0|itest-cpu-2"  # its preStop drain waited for it
+    wait_for("itest-cpu-2 gone", lambda: "itest-cpu-2" not in cluster.node_states(), timeout=30)
+    record = cluster.ctl("scontrol show node itest-cpu-2")
+    assert record.returncode != 0 or "NodeName=itest-cpu-2" not in record.stdout
+    out = cluster.ok(cluster.login("srun -p main -C cpu -N2 hostname"))
+    assert sorted(out.split()) == ["itest-cpu-0", "itest-cpu-1"]
+
+
+def test_a_killed_worker_pod_comes_back_under_its_name(cluster: Cluster) -> None:
+    report = cluster.sandbox.kill_pod("itest-cpu-1")
+    assert report.created == ("itest-cpu-1",)
+    wait_for("itest-cpu-1 idle", lambda: cluster.node_states().get("itest-cpu-1") == "idle", 90)
+    out = cluster.ok(cluster.login("srun -p main -C cpu -N2 hostname"))
+    assert sorted(out.split()) == ["itest-cpu-0", "itest-cpu-1"]
