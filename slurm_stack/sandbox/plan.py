@@ -22,6 +22,12 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod);
 - a Job runs once per name while the stack has it; one that leaves the stack and comes back
   runs again (Pulumi deletes the old Job object and creates it anew);
+- a pod that leaves runs its main container's preStop hook, then gets SIGTERM and SIGKILL once
+  its `terminationGracePeriodSeconds` (hook included) is over, highest ordinal first; what
+  stays different: the sandbox stops removed pods one after another (a StatefulSet with
+  `podManagementPolicy: Parallel` stops them together), `sandbox down` stops pods in reverse
+  start order (deleting a namespace stops them all at once), and a pod killed with
+  `sandbox kill-pod` comes back when that command re-applies, not by a controller's watch;
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
 - a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library

@@ -239,3 +239,16 @@ def test_populate_jail_rerun_keeps_user_data(cluster: Cluster) -> None:
     assert cluster.ok(cluster.login("cat ~/keep-me.txt")).strip() == "mine"
     assert cluster.ok(cluster.login("site-tool")).strip() == "site tool"
     assert (cluster.jail / MARKER.lstrip("/")).read_text() == marker_before
+
+
+def test_the_embedded_database_runs_with_the_settings_slurm_needs(cluster: Cluster) -> None:
+    database = cluster.sandbox.node_container("itest-mariadb-0")
+    query = (
+        'mariadb -uslurm -p"$MARIADB_PASSWORD" -N -B -e '
+        '"select @@innodb_snapshot_isolation, @@innodb_lock_wait_timeout"'
+    )
+    out = cluster.sandbox.podman.exec(database, ["sh", "-c", query])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "900"]
+    slurmdbd = cluster.sandbox.node_container(cluster.sandbox.pod_of("accounting"))
+    assert "innodb_snapshot_isolation" not in cluster.sandbox.podman.logs(slurmdbd, tail=500)
