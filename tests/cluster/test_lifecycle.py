@@ -3,6 +3,8 @@
 These change the cluster, so they run last (pytest runs files in name order).
 """
 
+import time
+
 import yaml
 
 from tests.cluster.conftest import Cluster, wait_for
@@ -158,9 +160,43 @@ def test_scale_down_drains_the_last_node_lets_its_job_finish_and_leaves_no_ghost
     assert sorted(out.split()) == ["itest-cpu-0", "itest-cpu-1"]
 
 
-def test_a_killed_worker_pod_comes_back_under_its_name(cluster: Cluster) -> None:
+def test_a_killed_worker_pod_comes_back_and_its_job_runs_again(cluster: Cluster) -> None:
+    job = cluster.ok(
+        cluster.login("sbatch --parsable --requeue -w itest-cpu-1 --wrap 'sleep 8'")
+    ).strip()
+    wait_for("the job running", lambda: cluster.job_state(job) == "RUNNING")
+    started = time.monotonic()
     report = cluster.sandbox.kill_pod("itest-cpu-1")
     assert report.created == ("itest-cpu-1",)
-    wait_for("itest-cpu-1 idle", lambda: cluster.node_states().get("itest-cpu-1") == "idle", 90)
+
+    def finished() -> str:
+        out = cluster.ctl(f"sacct -X -n -P -j {job} -o state,exitcode").stdout.strip()
+        return out if out.startswith("COMPLETED") else ""
+
+    # Slurm holds a requeued batch job for about two minutes (its EligibleTime) before it
+    # runs again; without the entrypoint's help the requeue itself would wait for
+    # SlurmdTimeout (300 s) first.
+    assert wait_for("the job to run again and complete", finished, timeout=240) == "COMPLETED|0:0"
+    restarts = cluster.ok(cluster.ctl(f"scontrol show job {job} -o"))
+    assert "Restarts=1" in restarts, restarts
+    assert time.monotonic() - started < 200
+    wait_for("itest-cpu-1 idle", lambda: cluster.node_states().get("itest-cpu-1") == "idle", 60)
+    assert not cluster.node_reason("itest-cpu-1").startswith("k8s:")
     out = cluster.ok(cluster.login("srun -p main -C cpu -N2 hostname"))
     assert sorted(out.split()) == ["itest-cpu-0", "itest-cpu-1"]
+
+
+def test_an_admins_drain_survives_a_pod_restart(cluster: Cluster) -> None:
+    cluster.ok(cluster.ctl("scontrol update NodeName=itest-cpu-0 State=DRAIN Reason=maintenance"))
+    try:
+        cluster.sandbox.kill_pod("itest-cpu-0")
+        slurmd = cluster.sandbox.node_container("itest-cpu-0")
+
+        def recovered() -> bool:  # slurmd answers and the entrypoint's helper has finished
+            helper = cluster.sandbox.podman.exec(slurmd, ["pgrep", "-f", "entrypoint slurmd"])
+            return helper.returncode == 1 and cluster.node_states().get("itest-cpu-0") == "drain"
+
+        wait_for("itest-cpu-0 back and its start-up done", recovered, timeout=90)
+        assert cluster.node_reason("itest-cpu-0") == "maintenance"
+    finally:
+        cluster.ok(cluster.ctl("scontrol update NodeName=itest-cpu-0 State=RESUME"))
