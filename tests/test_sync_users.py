@@ -161,3 +161,10 @@ def test_a_uid_cannot_change_and_a_missing_shell_is_named(jail: Path) -> None:
     assert result.returncode == 1
     assert "users[0].uid: 'alice' has uid 30001 in the jail; a uid cannot change" in result.stderr
     assert "users[0].shell: /bin/zsh is not in the jail" in result.stderr
+
+
+def test_a_group_the_jail_already_has_is_used_as_it_is(jail: Path) -> None:
+    gid = entry(jail, "group", "users")[2]  # a system group of the jail image
+    assert sync(jail, [user("alice", 30001, 0, (("users", 40999),))]).returncode == 0
+    assert entry(jail, "group", "users")[2] == gid  # not recreated with the declared gid
+    assert "alice" in entry(jail, "group", "users")[3].split(",")
