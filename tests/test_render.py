@@ -300,6 +300,22 @@ def test_metrics_type_only_for_versions_that_know_it():
     assert "Metrics" not in slurm_conf(unchecked)
 
 
+def scheduler_line(conf: str) -> str:
+    return next(line for line in conf.splitlines() if line.startswith("SchedulerParameters="))
+
+
+def test_requeued_jobs_wait_ten_seconds_where_slurm_lets_us_say_so():
+    spec = load_spec(copy.deepcopy(PROD_GPU))
+    assert scheduler_line(slurm_conf(spec)).endswith(",requeue_delay=10")
+    scheduler = spec.controller.scheduler.model_copy(update={"parameters": ["requeue_delay=30"]})
+    own = spec.model_copy(
+        update={"controller": spec.controller.model_copy(update={"scheduler": scheduler})}
+    )
+    assert scheduler_line(slurm_conf(own)) == "SchedulerParameters=requeue_delay=30"
+    legacy = load_spec(copy.deepcopy(LEGACY_24_11))
+    assert "requeue_delay" not in slurm_conf(legacy)
+
+
 def test_metrics_off_emits_no_metrics_type():
     spec = load_spec(copy.deepcopy(PROD_GPU))
     off = spec.model_copy(

@@ -169,7 +169,8 @@ def test_minimal_spec_fills_defaults():
     assert (pool.name, pool.replicas, pool.gpus, pool.gpu_type) == ("cpu", 1, 0, None)
     assert pool.weight == 1
     assert pool.shm_size == "16Gi"
-    assert pool.drain_timeout_seconds == 300
+    assert (pool.drain.policy, pool.drain.effective_wait_seconds) == ("requeue", 300)
+    assert pool.drain.max_unavailable == 1
     assert pool.resources.requests == {"cpu": "1", "memory": "1Gi"}
     assert pool.resources.limits == {}
     assert spec.gpu_pools == []
@@ -999,8 +1000,47 @@ INVALID = [
     bad(
         {"workerPools[1].gpu": 8},
         "workerPools[1].gpu",
-        "unknown key; valid keys here: drainTimeoutSeconds, features, gpuType, gpus, name,",
+        "unknown key; valid keys here: drain, features, gpuType, gpus, name,",
         id="unknown-pool-key",
+    ),
+    bad(
+        {
+            "slurmVersion": "24.11",
+            "controller.scheduler.parameters": ["bf_continue", "requeue_delay=5"],
+        },
+        "controller.scheduler.parameters[1]",
+        "requeue_delay needs Slurm 26.05 or newer; slurmVersion is 24.11",
+        id="requeue-delay-before-26.05",
+    ),
+    bad(
+        {"workerPools[0].drainTimeoutSeconds": 30},
+        "workerPools[0].drainTimeoutSeconds",
+        "this key was renamed: use drain.waitSeconds (and drain.policy says what happens",
+        id="renamed-drain-timeout",
+    ),
+    bad(
+        {"workerPools[0].drain": {"policy": "wait", "waitSeconds": 60}},
+        "workerPools[0].drain",
+        "waitSeconds is a deadline and policy 'wait' has none",
+        id="wait-policy-with-deadline",
+    ),
+    bad(
+        {"workerPools[0].drain.policy": "kill"},
+        "workerPools[0].drain.policy",
+        "Input should be 'requeue', 'cancel' or 'wait'",
+        id="unknown-drain-policy",
+    ),
+    bad(
+        {"workerPools[0].drain.maxUnavailable": "150%"},
+        "workerPools[0].drain.maxUnavailable",
+        "give a number of pods (0 or more) or a percentage such as '25%' (got '150%')",
+        id="drain-max-unavailable-percent",
+    ),
+    bad(
+        {"workerPools[0].drain.maxUnavailable": -1},
+        "workerPools[0].drain.maxUnavailable",
+        "give a number of pods (0 or more)",
+        id="drain-max-unavailable-negative",
     ),
     bad(
         {"login.service.typ": "NodePort"},

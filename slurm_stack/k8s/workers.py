@@ -31,7 +31,12 @@ from slurm_stack.k8s.jail import (
     wait_for_jail,
 )
 from slurm_stack.render import node_conf
-from slurm_stack.spec.models import ClusterSpec, PvcSubmount, WorkerPool
+from slurm_stack.spec.models import (
+    WAIT_POLICY_GRACE_SECONDS,
+    ClusterSpec,
+    PvcSubmount,
+    WorkerPool,
+)
 
 COMPONENT = "worker"
 # slurmd starts tasks as users (SETUID/SETGID), cleans up after them (KILL, CHOWN, FOWNER,
@@ -125,6 +130,22 @@ def healthcheck_config(spec: ClusterSpec, pool: WorkerPool) -> str:
     return json.dumps(config, sort_keys=True)
 
 
+# After the pool's wait, the preStop hook requeues or cancels what is left, lets slurmd clean
+# up (KillWait, 30 s by default) and deletes the node record; then slurmd gets SIGTERM.
+DRAIN_CLEANUP_SECONDS = 50
+SLURMD_STOP_SECONDS = 10
+
+
+def termination_grace_seconds(pool: WorkerPool) -> int:
+    """A worker pod's grace: the pool's wait for jobs plus what the preStop hook does after."""
+    wait = pool.drain.effective_wait_seconds
+    return (
+        WAIT_POLICY_GRACE_SECONDS
+        if wait is None
+        else wait + DRAIN_CLEANUP_SECONDS + SLURMD_STOP_SECONDS
+    )
+
+
 def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
     """slurmd pods of one pool; each registers itself as `<cluster>-<pool>-<ordinal>`."""
     name = naming.pool_name(spec.name, pool.name)
@@ -135,7 +156,9 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         "slurmd",
         ports=[{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
         env=env(
-            DRAIN_TIMEOUT_SECONDS=str(pool.drain_timeout_seconds),
+            DRAIN_CLEANUP_SECONDS=str(DRAIN_CLEANUP_SECONDS),
+            DRAIN_POLICY=pool.drain.policy,
+            DRAIN_WAIT_SECONDS=str(pool.drain.effective_wait_seconds or ""),
             HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
             SLURMD_CONF_SERVER=conf_server(spec),
             SLURMD_NODE_CONF=node_conf(pool),
@@ -175,7 +198,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             "spec": {
                 **image_pull(spec),
                 **_placement(pool),
-                "terminationGracePeriodSeconds": pool.drain_timeout_seconds + 30,
+                "terminationGracePeriodSeconds": termination_grace_seconds(pool),
                 "initContainers": [
                     *auth_sidecars(spec, key_copy=False),
                     *sssd_sidecars(spec),

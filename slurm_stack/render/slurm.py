@@ -61,6 +61,22 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
     )
 
 
+# Seconds a requeued batch job waits before it may start again (Slurm 26.05's requeue_delay;
+# before it, the credential lifetime, 120 s). The wait keeps a relaunch on the same node from
+# meeting the old run's revoked credential; 10 s covers that, and a job requeued because its
+# pod went away starts elsewhere two minutes sooner.
+REQUEUE_DELAY_SECONDS = 10
+
+
+def scheduler_parameters(spec: ClusterSpec) -> list[str]:
+    """controller.scheduler.parameters plus our requeue_delay, unless the list sets one."""
+    parameters = list(spec.controller.scheduler.parameters)
+    own = any(p.split("=", 1)[0] == "requeue_delay" for p in parameters)
+    if at_least(spec.slurm_version, "26.05") and not own:
+        parameters.append(f"requeue_delay={REQUEUE_DELAY_SECONDS}")
+    return parameters
+
+
 def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
     cluster, namespace = spec.name, spec.namespace
     enforce = spec.cgroups.enforce
@@ -101,8 +117,8 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
             [
                 ("SchedulerType", scheduler.type),
                 *(
-                    [("SchedulerParameters", ",".join(scheduler.parameters))]
-                    if scheduler.parameters
+                    [("SchedulerParameters", ",".join(parameters))]
+                    if (parameters := scheduler_parameters(spec))
                     else []
                 ),
                 ("SelectType", "select/cons_tres"),

@@ -44,8 +44,13 @@ def _issue_from(error: Any) -> SpecIssue:
     path_parts = _strip_union_tags(loc)
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        valid = _valid_keys(loc[:-1])
-        message = "unknown key" + (f"; valid keys here: {', '.join(valid)}" if valid else "")
+        model = _model_at(loc[:-1])
+        renamed = getattr(model, "renamed_keys", {}).get(loc[-1])
+        if renamed:
+            message = f"this key was renamed: use {renamed}"
+        else:
+            valid = _valid_keys(model)
+            message = "unknown key" + (f"; valid keys here: {', '.join(valid)}" if valid else "")
     elif error["type"] == "missing":
         message = "required"
     elif isinstance(error.get("input"), str | int | float | bool):
@@ -107,7 +112,8 @@ def _step(model: Any, part: Any) -> Any:
     return None
 
 
-def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
+def _model_at(loc: tuple[Any, ...]) -> Any:
+    """The model (or other type) the location ``loc`` points into."""
     model: Any = ClusterSpec
     for part in loc:
         step = _step(model, part)
@@ -115,7 +121,10 @@ def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
             model = _union_member(model, part)
             continue
         model = step
-    model = _unwrap(model)
+    return _unwrap(model)
+
+
+def _valid_keys(model: Any) -> list[str]:
     if isinstance(model, type) and issubclass(model, BaseModel):
         return sorted(field.alias or name for name, field in model.model_fields.items())
     return []

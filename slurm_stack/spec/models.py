@@ -6,7 +6,8 @@ the tree live in `slurm_stack.spec.rules`, so every error is reported in one pas
 """
 
 import hashlib
-from typing import Annotated, Literal
+import re
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -309,8 +310,56 @@ Submount = Annotated[
 ]
 
 
+DEFAULT_DRAIN_WAIT_SECONDS = 300
+PERCENT = re.compile(r"(100|[1-9]?[0-9])%")
+# Kubernetes needs a number for a pod's grace period; `policy: wait` takes a year.
+WAIT_POLICY_GRACE_SECONDS = 365 * 86400
+
+
+class PoolDrain(SpecModel):
+    """What happens to a node's running jobs when its pod stops (scale-down, eviction)."""
+
+    # requeue: jobs get waitSeconds to end, then batch jobs run again elsewhere and the rest
+    # are cancelled with a reason; cancel: every job left is cancelled; wait: no deadline.
+    policy: Literal["requeue", "cancel", "wait"] = "requeue"
+    wait_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
+    # Pods of the pool a Kubernetes node drain may evict at once (a PodDisruptionBudget).
+    max_unavailable: int | str = 1
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _pods_or_percent(cls, value: object) -> object:
+        valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        if not valid and not (isinstance(value, str) and PERCENT.fullmatch(value)):
+            raise ValueError(
+                f"give a number of pods (0 or more) or a percentage such as '25%' (got {value!r})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _no_deadline_with_wait(self) -> "PoolDrain":
+        if self.policy == "wait" and self.wait_seconds is not None:
+            raise ValueError(
+                "waitSeconds is a deadline and policy 'wait' has none: drop waitSeconds, or "
+                "use policy 'requeue' or 'cancel'"
+            )
+        return self
+
+    @property
+    def effective_wait_seconds(self) -> int | None:
+        """Seconds running jobs get before the policy acts; None: as long as they run."""
+        if self.policy == "wait":
+            return None
+        return DEFAULT_DRAIN_WAIT_SECONDS if self.wait_seconds is None else self.wait_seconds
+
+
 class WorkerPool(SpecModel):
     """A pool of slurmd pods; each pod is one dynamic Slurm node with the pool's feature."""
+
+    renamed_keys: ClassVar[dict[str, str]] = {
+        "drainTimeoutSeconds": "drain.waitSeconds (and drain.policy says what happens to the "
+        "jobs still running then)"
+    }
 
     name: DnsLabel
     replicas: int = Field(default=1, ge=0, le=10000)
@@ -324,7 +373,7 @@ class WorkerPool(SpecModel):
     node_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
     submounts: list[Submount] = Field(default_factory=list)
     shm_size: Quantity = "16Gi"
-    drain_timeout_seconds: int = Field(default=300, ge=0, le=7 * 86400)
+    drain: PoolDrain = Field(default_factory=PoolDrain)
     placement: Placement = Field(default_factory=Placement)
 
     @model_validator(mode="after")

@@ -217,6 +217,18 @@ def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             f"the metrics endpoint needs Slurm 25.11 or newer; slurmVersion is {version} "
             "(use 26.05 or set enabled: false)",
         )
+    parameters = _get(_get(controller, "scheduler", {}), "parameters", [])
+    for i, parameter in enumerate(parameters if isinstance(parameters, list) else []):
+        if (
+            isinstance(parameter, str)
+            and parameter.startswith("requeue_delay=")
+            and not at_least(version, "26.05")
+        ):
+            yield SpecIssue(
+                join_path("controller", "scheduler", "parameters", i),
+                f"requeue_delay needs Slurm 26.05 or newer; slurmVersion is {version} (before "
+                "26.05 a requeued job waits AuthInfo's cred_expire, 120 s by default)",
+            )
     extras = _get(controller, "slurmConfExtra", [])
     for i, line in enumerate(extras if isinstance(extras, list) else []):
         if not isinstance(line, str):
