@@ -16,6 +16,7 @@ RESERVED_POOL_NAMES = frozenset(
         "munge",
         "ssh",
         "state",
+        "services",
     }
 )
 
@@ -42,6 +43,11 @@ def database_name(cluster: str) -> str:
 def login_name(cluster: str) -> str:
     """sshd StatefulSet and Service name."""
     return f"{cluster}-login"
+
+
+def services_budget_name(cluster: str) -> str:
+    """The PodDisruptionBudget over slurmctld, slurmdbd and the embedded MariaDB."""
+    return f"{cluster}-services"
 
 
 def pool_name(cluster: str, pool: str) -> str:

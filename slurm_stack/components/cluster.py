@@ -6,6 +6,7 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import ConfigMap
+from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack import naming
 from slurm_stack.components.accounting import Accounting
@@ -18,6 +19,7 @@ from slurm_stack.components.secrets import ClusterSecrets
 from slurm_stack.components.users import Users
 from slurm_stack.components.workers import WorkerPool
 from slurm_stack.k8s.common import config_map
+from slurm_stack.k8s.disruption import services_disruption_budget
 from slurm_stack.k8s.jobs import reconfigure_job
 from slurm_stack.render import content_hash, slurm_config_files
 from slurm_stack.spec import load_spec
@@ -79,6 +81,13 @@ class SlurmCluster(pulumi.ComponentResource):
             f"{name}-controller", spec, config_name, before_controller, opts=here
         )
         jail = Jail(f"{name}-jail", spec, opts=here)
+        # A Kubernetes node drain takes slurmctld, slurmdbd and MariaDB one at a time.
+        register(
+            PodDisruptionBudget,
+            f"{name}-services-disruption-budget",
+            services_disruption_budget(spec),
+            child_options(self),
+        )
 
         before_nodes: list[pulumi.Resource] = [
             controller.statefulset,

@@ -3,10 +3,12 @@
 import pulumi
 from pulumi_kubernetes.apps.v1 import StatefulSet
 from pulumi_kubernetes.core.v1 import ConfigMap, Service
+from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack import naming
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.k8s.common import config_map
+from slurm_stack.k8s.disruption import login_disruption_budget
 from slurm_stack.k8s.login import login_service, login_statefulset
 from slurm_stack.render import content_hash, login_config_files
 from slurm_stack.spec.models import ClusterSpec
@@ -43,6 +45,12 @@ class LoginPool(pulumi.ComponentResource):
             name,
             login_statefulset(spec, config_name),
             child_options(self, depends_on=[config, *depends_on], timeout="20m"),
+        )
+        register(
+            PodDisruptionBudget,
+            f"{name}-disruption-budget",
+            login_disruption_budget(spec),
+            child_options(self),
         )
         self.endpoint = _endpoint(spec, service)
         self.register_outputs({"endpoint": self.endpoint})

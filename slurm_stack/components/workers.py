@@ -3,15 +3,17 @@
 import pulumi
 from pulumi_kubernetes.apps.v1 import StatefulSet
 from pulumi_kubernetes.core.v1 import Service
+from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s.disruption import pool_disruption_budget
 from slurm_stack.k8s.workers import pool_service, pool_statefulset
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.models import WorkerPool as PoolSpec
 
 
 class WorkerPool(pulumi.ComponentResource):
-    """A pool's StatefulSet and headless Service.
+    """A pool's StatefulSet, headless Service and PodDisruptionBudget.
 
     `pulumi up` does not wait for worker pods (they carry `pulumi.com/skipAwait`): GPU nodes
     may take long to provision, and a node's readiness is Slurm's to judge (`sinfo`).
@@ -30,6 +32,12 @@ class WorkerPool(pulumi.ComponentResource):
     ):
         super().__init__("slurm-stack:index:WorkerPool", name, None, opts)
         register(Service, f"{name}-service", pool_service(spec, pool), child_options(self))
+        register(
+            PodDisruptionBudget,
+            f"{name}-disruption-budget",
+            pool_disruption_budget(spec, pool),
+            child_options(self),
+        )
         self.statefulset = register(
             StatefulSet,
             name,
