@@ -304,3 +304,21 @@ def test_auth_slurm_keeps_the_key_from_users_and_gives_each_daemon_what_it_reads
     job = containers(slurm_auth.get("kubernetes:batch/v1:Job", "dev-reconfigure"))
     assert job["sackd"]["restartPolicy"] == "Always"
     assert {m["name"] for m in job["reconfigure"]["volumeMounts"]} == {"slurm-config", "sack-run"}
+
+
+def test_embedded_mariadb_is_sized_as_slurms_accounting_guide_asks(dev_run: ProgramRun) -> None:
+    def args(run: ProgramRun) -> list[str]:
+        return containers(by_name(run, "apps/v1:StatefulSet", "dev-mariadb"))["mariadb"]["args"]
+
+    # A quarter of the 4Gi default limit for the buffer pool, a quarter of that for the redo log.
+    assert args(dev_run) == [
+        "--innodb-buffer-pool-size=1024M",
+        "--innodb-log-file-size=256M",
+        "--innodb-lock-wait-timeout=900",
+        "--max-allowed-packet=16M",
+        "--loose-innodb-snapshot-isolation=OFF",
+    ]
+    bigger = _run_with(
+        lambda c: c["accounting"]["embedded"].update(resources={"limits": {"memory": "32Gi"}})
+    )
+    assert args(bigger)[:2] == ["--innodb-buffer-pool-size=8192M", "--innodb-log-file-size=2048M"]

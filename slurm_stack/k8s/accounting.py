@@ -21,6 +21,7 @@ from slurm_stack.k8s.common import (
 )
 from slurm_stack.render import database_endpoint
 from slurm_stack.spec.models import ClusterSpec
+from slurm_stack.spec.quantity import to_mebibytes
 
 COMPONENT = "accounting"
 DB_COMPONENT = "database"
@@ -65,6 +66,35 @@ def db_service(spec: ClusterSpec) -> Manifest:
     return cluster_ip_service(spec, name, DB_COMPONENT, "mysql", paths.MYSQL_PORT)
 
 
+# Slurm's accounting guide: a buffer pool of 5-50 % of the server's memory, a redo log of a
+# quarter of it, a 900 s lock wait, packets of at least 16M, and no snapshot isolation (on by
+# default since MariaDB 11.6; slurmdbd fatals on the write conflicts it reports).
+BUFFER_POOL_SHARE = 4  # a quarter of the container's memory
+MIN_BUFFER_POOL_MIB = 128
+
+
+def innodb_buffer_pool_mib(spec: ClusterSpec) -> int:
+    """A quarter of the MariaDB container's memory limit (its request if no limit)."""
+    resources = spec.accounting.embedded.resources
+    memory = resources.limits.get("memory") or resources.requests.get("memory")
+    if memory is None:
+        return MIN_BUFFER_POOL_MIB
+    return max(MIN_BUFFER_POOL_MIB, to_mebibytes(memory) // BUFFER_POOL_SHARE)
+
+
+def mariadb_args(spec: ClusterSpec) -> list[str]:
+    """mariadbd options for what Slurm's accounting docs ask of InnoDB."""
+    buffer_pool = innodb_buffer_pool_mib(spec)
+    return [
+        f"--innodb-buffer-pool-size={buffer_pool}M",
+        f"--innodb-log-file-size={buffer_pool // 4}M",
+        "--innodb-lock-wait-timeout=900",
+        "--max-allowed-packet=16M",
+        # `loose-`: an older server that lacks the variable still starts.
+        "--loose-innodb-snapshot-isolation=OFF",
+    ]
+
+
 def db_statefulset(spec: ClusterSpec) -> Manifest:
     """Upstream MariaDB with the slurm user and database created on first start."""
     name = naming.database_name(spec.name)
@@ -75,14 +105,7 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
         "name": "mariadb",
         "image": spec.images.mariadb,
         "imagePullPolicy": spec.images.pull_policy,
-        # What Slurm's accounting docs ask of InnoDB. Snapshot isolation (on by default since
-        # MariaDB 11.6) makes slurmdbd fatal on a write conflict; `loose-` keeps an older
-        # server that lacks the variable starting.
-        "args": [
-            "--innodb-buffer-pool-size=512M",
-            "--innodb-lock-wait-timeout=900",
-            "--loose-innodb-snapshot-isolation=OFF",
-        ],
+        "args": mariadb_args(spec),
         "ports": [{"name": "mysql", "containerPort": paths.MYSQL_PORT}],
         "env": [
             *env(

@@ -245,10 +245,13 @@ def test_the_embedded_database_runs_with_the_settings_slurm_needs(cluster: Clust
     database = cluster.sandbox.node_container("itest-mariadb-0")
     query = (
         'mariadb -uslurm -p"$MARIADB_PASSWORD" -N -B -e '
-        '"select @@innodb_snapshot_isolation, @@innodb_lock_wait_timeout"'
+        '"select @@innodb_snapshot_isolation, @@innodb_lock_wait_timeout, '
+        '@@innodb_buffer_pool_size, @@innodb_log_file_size, @@max_allowed_packet"'
     )
     out = cluster.sandbox.podman.exec(database, ["sh", "-c", query])
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["0", "900"]
+    # The itest stack keeps the default 4Gi limit: a 1 GiB buffer pool, a 256 MiB redo log.
+    mib = 2**20
+    assert out.stdout.split() == ["0", "900", str(1024 * mib), str(256 * mib), str(16 * mib)]
     slurmdbd = cluster.sandbox.node_container(cluster.sandbox.pod_of("accounting"))
     assert "innodb_snapshot_isolation" not in cluster.sandbox.podman.logs(slurmdbd, tail=500)
