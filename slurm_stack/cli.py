@@ -53,6 +53,7 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
         ("exec", "run COMMAND in a node's main container"),
         ("run-cronjob", "run a CronJob's pod once now (kubectl create job --from=cronjob/NAME)"),
         ("kill-pod", "kill a pod without preStop or grace (a crash), then recreate it"),
+        ("delete-pod", "delete a pod as an eviction does (preStop, grace), then recreate it"),
     ):
         action = actions.add_parser(name, help=text)
         source = action.add_mutually_exclusive_group()
@@ -76,7 +77,7 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
             action.add_argument("node", help="pod name, e.g. dev-cpu-0 or dev-controller-0")
         if name == "run-cronjob":
             action.add_argument("name", help="the CronJob, e.g. dev-nccl-benchmark")
-        if name == "kill-pod":
+        if name in ("kill-pod", "delete-pod"):
             action.add_argument("name", help="the pod, e.g. dev-cpu-1")
         if name == "ssh":
             action.add_argument(
@@ -137,6 +138,11 @@ def _sandbox(args: argparse.Namespace) -> int:
             report = sandbox.kill_pod(args.name)
             print(
                 f"sandbox {sandbox.name}: killed {args.name}; started {', '.join(report.created)}"
+            )
+        elif args.action == "delete-pod":
+            report = sandbox.delete_pod(args.name)
+            print(
+                f"sandbox {sandbox.name}: deleted {args.name}; started {', '.join(report.created)}"
             )
         elif args.action == "run-cronjob":
             sandbox.run_cron_job(args.name)

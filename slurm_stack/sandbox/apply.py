@@ -58,6 +58,9 @@ class ApplyReport:
     jobs_run: tuple[str, ...]
 
 
+MAX_TIMEOUT_SECONDS = 2**31 // 1000
+
+
 def network_name(sandbox: str) -> str:
     """The sandbox's private podman network."""
     return f"slurm-stack-{sandbox}"
@@ -204,7 +207,10 @@ class Applier:
             if main:
                 self.log(f"{pod_name}: preStop {' '.join(pre_stop)} (grace {grace}s)")
                 try:
-                    self.podman.exec(main, pre_stop, timeout=grace)
+                    # Beyond ~24 days (epoll's limit) the hook gets no timeout: a `wait`
+                    # policy's year-long grace means "as long as it runs".
+                    timeout = grace if grace < MAX_TIMEOUT_SECONDS else None
+                    self.podman.exec(main, pre_stop, timeout=timeout)
                 except subprocess.TimeoutExpired:
                     self.log(f"{pod_name}: preStop still running after the {grace}s grace period")
         left = max(int(grace - (time.monotonic() - started)), 1)
@@ -320,7 +326,7 @@ class Applier:
         removed = []
         # A StatefulSet scales down from its highest ordinal.
         for name in sorted(set(running) - planned, key=_ordinal_order, reverse=True):
-            pre_stop = self._pre_stop_of(name)
+            pre_stop = self.pre_stop_of(name)
             self.log(f"{name}: no longer planned; stopping it")
             self.remove_pod(name, pre_stop)
             removed.append(name)
@@ -347,7 +353,7 @@ class Applier:
                     if pod.name in running:
                         self.log(f"{pod.name}: changed; replacing it")
                         # The running pod's own hook, as Kubernetes runs the old pod's.
-                        self.remove_pod(pod.name, self._pre_stop_of(pod.name))
+                        self.remove_pod(pod.name, self.pre_stop_of(pod.name))
                     todo.append((pod, print_))
             self._start_all(plan, todo)
             for pod, _ in todo:
@@ -401,7 +407,7 @@ class Applier:
                 return False
         return True
 
-    def _pre_stop_of(self, pod_name: str) -> tuple[str, ...]:
+    def pre_stop_of(self, pod_name: str) -> tuple[str, ...]:
         """The preStop hook of a running pod's main container (from its labels)."""
         main = self._main_container_name(pod_name)
         if not main:
@@ -423,7 +429,7 @@ class Applier:
         }
         names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)
         for name in names:
-            self.remove_pod(name, self._pre_stop_of(name))
+            self.remove_pod(name, self.pre_stop_of(name))
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)
         return names
 

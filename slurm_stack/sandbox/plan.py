@@ -27,7 +27,10 @@ Everything Kubernetes does that podman does not is translated here, in one place
   stays different: the sandbox stops removed pods one after another (a StatefulSet with
   `podManagementPolicy: Parallel` stops them together), `sandbox down` stops pods in reverse
   start order (deleting a namespace stops them all at once), and a pod killed with
-  `sandbox kill-pod` comes back when that command re-applies, not by a controller's watch;
+  `sandbox kill-pod` (a crash) or `sandbox delete-pod` (an eviction: preStop and grace) comes
+  back when that command re-applies, not by a controller's watch;
+- PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
+  nothing asks them (`kubectl drain` would);
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
 - a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library

@@ -176,6 +176,15 @@ class Sandbox:
         self.applier().kill_pod(name)
         return self.applier().apply(self.current_plan)
 
+    def delete_pod(self, name: str) -> ApplyReport:
+        """Delete a pod as `kubectl delete pod` or an eviction (`kubectl drain`) does: its
+        preStop hook and grace period, then its controller brings it back under the same
+        name (`apply`)."""
+        self.node_container(name)  # a KeyError naming the pods if there is no such pod
+        applier = self.applier()
+        applier.remove_pod(name, applier.pre_stop_of(name))
+        return applier.apply(self.current_plan)
+
     def run_cron_job(self, name: str) -> None:
         """Run one of the stack's CronJobs now."""
         self.applier().run_cron_job(self.current_plan, name)
