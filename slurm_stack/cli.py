@@ -71,7 +71,9 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
             )
         if name == "down":
             action.add_argument(
-                "--delete-data", action="store_true", help="also delete volumes, keys and state"
+                "--delete-data",
+                action="store_true",
+                help="also delete volumes, keys and state; pods are killed, not drained",
             )
         if name == "exec":
             action.add_argument("node", help="pod name, e.g. dev-cpu-0 or dev-controller-0")

@@ -418,10 +418,10 @@ class Applier:
         ).stdout.strip()
         return tuple(json.loads(out)) if out and out != "<no value>" else ()
 
-    def down(self) -> list[str]:
+    def down(self, *, graceful: bool = True) -> list[str]:
         """Stop and remove every pod (preStop hooks first) and the network; keep the state.
         Pods go in the reverse of their start order, so workers drain while slurmctld still
-        answers."""
+        answers. Not ``graceful``: kill every pod at once (nothing is kept anyway)."""
         pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
         phase = {
             str(p["Name"]): PHASES.get(str((p.get("Labels") or {}).get(COMPONENT_LABEL)), 4)  # type: ignore[union-attr]
@@ -429,7 +429,10 @@ class Applier:
         }
         names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)
         for name in names:
-            self.remove_pod(name, self.pre_stop_of(name))
+            if graceful:
+                self.remove_pod(name, self.pre_stop_of(name))
+            else:
+                self.kill_pod(name)
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)
         return names
 

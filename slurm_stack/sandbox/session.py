@@ -85,8 +85,9 @@ class Sandbox:
         return self.applier().apply(current)
 
     def down(self, *, delete_data: bool = False) -> list[str]:
-        """Remove the pods and network; with ``delete_data`` also every volume and key."""
-        removed = self.applier().down()
+        """Remove the pods and network; with ``delete_data`` also every volume and key (then
+        pods are killed at once: no preStop drain, as nothing they would save is kept)."""
+        removed = self.applier().down(graceful=not delete_data)
         if delete_data:
             unmount_below(self.state.root, include_itself=False)
             subprocess.run(["rm", "-rf", "--one-file-system", str(self.state.root)], check=True)
