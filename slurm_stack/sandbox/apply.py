@@ -195,12 +195,11 @@ class Applier:
             for p in pods
         }
 
-    def remove_pod(
-        self, pod_name: str, pre_stop: tuple[str, ...] = (), grace: int | None = None
-    ) -> None:
+    def remove_pod(self, pod_name: str, grace: int | None = None) -> None:
         """Stop a pod as the kubelet does: the main container's preStop hook, then SIGTERM and
         SIGKILL once the pod's termination grace period (hook included) is over."""
         grace = self._grace_of(pod_name) if grace is None else grace
+        pre_stop = self._pre_stop_of(pod_name)
         started = time.monotonic()
         if pre_stop:
             main = self._main_container_name(pod_name)
@@ -326,9 +325,8 @@ class Applier:
         removed = []
         # A StatefulSet scales down from its highest ordinal.
         for name in sorted(set(running) - planned, key=_ordinal_order, reverse=True):
-            pre_stop = self.pre_stop_of(name)
             self.log(f"{name}: no longer planned; stopping it")
-            self.remove_pod(name, pre_stop)
+            self.remove_pod(name)
             removed.append(name)
 
         created, kept, jobs = [], [], []
@@ -353,7 +351,7 @@ class Applier:
                     if pod.name in running:
                         self.log(f"{pod.name}: changed; replacing it")
                         # The running pod's own hook, as Kubernetes runs the old pod's.
-                        self.remove_pod(pod.name, self.pre_stop_of(pod.name))
+                        self.remove_pod(pod.name)
                     todo.append((pod, print_))
             self._start_all(plan, todo)
             for pod, _ in todo:
@@ -407,7 +405,7 @@ class Applier:
                 return False
         return True
 
-    def pre_stop_of(self, pod_name: str) -> tuple[str, ...]:
+    def _pre_stop_of(self, pod_name: str) -> tuple[str, ...]:
         """The preStop hook of a running pod's main container (from its labels)."""
         main = self._main_container_name(pod_name)
         if not main:
@@ -430,7 +428,7 @@ class Applier:
         names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)
         for name in names:
             if graceful:
-                self.remove_pod(name, self.pre_stop_of(name))
+                self.remove_pod(name)
             else:
                 self.kill_pod(name)
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)

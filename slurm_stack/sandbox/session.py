@@ -183,7 +183,7 @@ class Sandbox:
         name (`apply`)."""
         self.node_container(name)  # a KeyError naming the pods if there is no such pod
         applier = self.applier()
-        applier.remove_pod(name, applier.pre_stop_of(name))
+        applier.remove_pod(name)
         return applier.apply(self.current_plan)
 
     def run_cron_job(self, name: str) -> None:
