@@ -15,8 +15,9 @@ cluster's ``slurm.conf``. Configured by environment variables:
     reads them, so ``512M`` is 536870912. Passed on as plain byte counts.
 ``NCCL_ALL_REDUCE_PERF`` (default ``all_reduce_perf``)
     The benchmark binary in the jail: a name on the job's ``PATH`` or an absolute path.
-``NCCL_OUTPUT_DIR`` (default ``/var/log/slurm-stack/nccl``)
-    Absolute path, in the jail, where each job keeps its results.
+``NCCL_OUTPUT_DIR`` (default ``/tmp``)
+    Absolute path of an existing directory, in the jail, in which each job creates its own
+    private directory for its results (see below). The job creates nothing else there.
 ``NCCL_TIME_LIMIT_MINUTES`` (default 30)
     The job's ``--time`` (2 to 1440); the benchmark is killed 90 s before it so the verdict
     still runs.
@@ -31,17 +32,24 @@ The job (``sbatch --parsable``, script on stdin): ``--nodelist=<node> --nodes=1 
 comment ``slurm-stack nccl benchmark ...``.
 
 Where the output goes. The script runs inside the jail (the chroot plugin enters it before the
-script starts); the submitter's pod does not see the jail, and Slurm opens ``--output`` before
-the script runs, so a directory the script would create cannot hold it. ``/tmp`` is the one
-directory that exists, and is the same, in the slurmd pod and in the jail (the plugin binds the
-node's ``/tmp`` there): ``--output=/tmp/nccl-benchmark-<node>-%j.out`` holds the job's stdout,
-the one verdict line (plus any warning on stderr). The script itself creates
-``NCCL_OUTPUT_DIR`` (``mkdir -p``) and keeps ``<node>-<jobid>.out`` (the full
-``all_reduce_perf`` output) and ``<node>-<jobid>.verdict`` there; when it cannot write there it
-says so and uses ``/tmp``. The verdict comes from ``healthcheck nccl-verdict --node <node>``,
-which drains or resumes the node with a ``healthcheck: nccl`` reason. The script then sets the
-job's comment to the verdict line (best effort) and exits with the verdict's status (0 pass,
-1 fail, 2 no usable result), so ``sacct`` shows a failing benchmark as ``FAILED``.
+script starts) as the submitting user, the Slurm user; the submitter's pod does not see the
+jail, and Slurm opens ``--output`` before the script runs, following symlinks, so no file the
+job could name in a shared directory such as ``/tmp`` is safe for it: ``--output=/dev/null``.
+The script first creates a directory private to the job, ``mktemp -d`` in ``NCCL_OUTPUT_DIR``
+(``nccl-benchmark-<node>-<jobid>.XXXXXXXX``: a fresh random name, mode 0700, created by
+``mkdir``, which never reuses or follows what exists); when it cannot, there is no verdict:
+never a fallback to a shared or predictable path. Every file in it is created with
+``noclobber`` (``O_CREAT|O_EXCL``; a name that exists, even as a symlink or FIFO, is refused
+before it is opened), and the job fails loudly rather than reuse one: ``<node>-<jobid>.out``
+(the full ``all_reduce_perf`` output, written through the one descriptor that created it),
+``<node>-<jobid>.log`` (the script's own stdout and stderr) and ``<node>-<jobid>.verdict``.
+The verdict comes from ``healthcheck nccl-verdict --node <node>``, run by the job itself as the
+same user, which reads the output only as that user's own file in a private directory (see
+:func:`.nccl.read_output`) and drains or resumes the node with a ``healthcheck: nccl`` reason.
+The script then sets the job's comment to the verdict line (best effort; its ``output=`` names
+the private directory) and exits with the verdict's status (0 pass, 1 fail, 2 no verdict), so
+``sacct`` shows a failing benchmark as ``FAILED``. With no verdict (no private directory, an
+output file that exists already or is refused, no result in it) the node is left as it is.
 
 Logs one line per node to stderr (``action=submit`` / ``skip`` / ``error``) and a summary line.
 Exit 0 when every submission succeeded (or none was due), 1 when an ``sbatch``, ``sinfo`` or
@@ -117,7 +125,7 @@ class SubmitConfig:
     min_bytes: int
     max_bytes: int
     all_reduce_perf: str = "all_reduce_perf"
-    output_dir: str = "/var/log/slurm-stack/nccl"
+    output_dir: str = "/tmp"
     time_limit_minutes: int = 30
 
 
@@ -208,8 +216,12 @@ def load_submit_config(environ: Mapping[str, str]) -> SubmitConfig:
     if any(c in binary for c in "\n\0"):
         raise SubmitConfigError(f"{ENV_BINARY} must be a program name or path on one line")
     output_dir = environ.get(ENV_OUTPUT_DIR, "").strip() or SubmitConfig.output_dir
-    if not output_dir.startswith("/") or any(c in output_dir for c in "\n\0"):
-        raise SubmitConfigError(f"{ENV_OUTPUT_DIR} must be an absolute path, got {output_dir!r}")
+    # No quote or backslash: the job's error lines quote paths under it in key="value" form.
+    if not output_dir.startswith("/") or any(c in output_dir for c in '\n\0"\\'):
+        raise SubmitConfigError(
+            f"{ENV_OUTPUT_DIR} must be an absolute path without newlines, double quotes or "
+            f"backslashes, got {output_dir!r}"
+        )
     limit_text = environ.get(ENV_TIME_LIMIT, "").strip() or str(SubmitConfig.time_limit_minutes)
     if not limit_text.isdigit() or not 2 <= int(limit_text) <= 1440:
         raise SubmitConfigError(f"{ENV_TIME_LIMIT} must be whole minutes from 2 to 1440")
@@ -282,18 +294,43 @@ def job_script(config: SubmitConfig, target: Target, healthcheck: str = HEALTHCH
     )
     return f"""#!/bin/bash
 # slurm-stack NCCL benchmark, submitted by `healthcheck nccl-submit`; runs in the jail.
-set -u
+# Results go only into a directory this job creates for itself, every file in it is created new
+# (noclobber) and a refused or missing result is no verdict: the node is left as it is.
+set -u -o noclobber
+umask 077
 export PATH="${{PATH:+$PATH:}}"{q(JOB_PATH)}
 unset {" ".join(_OWN_ENV)}
 node={q(target.node)}
-dir={q(config.output_dir)}
-if ! mkdir -p -- "$dir" 2>/dev/null || ! [ -w "$dir" ]; then
-  echo "nccl-benchmark: cannot write to $dir; keeping the results in /tmp on $node" >&2
-  dir=/tmp
+base={q(config.output_dir)}
+dir=
+finish() {{  # the verdict line: stdout, the private directory, the job's comment; then exit
+  printf '%s\\n' "$1"
+  if [ -n "$dir" ]; then printf '%s\\n' "$1" >"$dir/$node-$SLURM_JOB_ID.verdict" || true; fi
+  scontrol update JobId="$SLURM_JOB_ID" Comment="$1" >/dev/null 2>&1 || true
+  exit "$2"
+}}
+no_verdict() {{  # the node is neither drained nor resumed
+  echo "nccl-benchmark: $1" >&2
+  finish "nccl-verdict result=error node=$node error=\\"$1\\"" 2
+}}
+if ! dir=$(mktemp -d -- "$base/{JOB_NAME}-$node-$SLURM_JOB_ID.XXXXXXXX"); then
+  dir=
+  no_verdict "cannot create a private directory in $base; no fallback"
+fi
+cd -- "$dir" || no_verdict "cannot enter $dir"
+if [ -e "$node-$SLURM_JOB_ID.log" ] || [ -L "$node-$SLURM_JOB_ID.log" ] ||
+  ! exec >"$node-$SLURM_JOB_ID.log" 2>&1; then
+  no_verdict "$dir/$node-$SLURM_JOB_ID.log exists already: not reusing it"
 fi
 result="$dir/$node-$SLURM_JOB_ID.out"
-timeout --kill-after=30 {bench_seconds} {shlex.join(bench)} >"$result" 2>&1
+# noclobber opens a name that does not exist with O_EXCL; one that exists (a file, a symlink,
+# a FIFO) is refused here, never opened.
+if [ -e "$result" ] || [ -L "$result" ] || ! exec 3>"$result"; then
+  no_verdict "$result exists already: not reusing it"
+fi
+timeout --kill-after=30 {bench_seconds} {shlex.join(bench)} >&3 2>&1 3>&-
 rc=$?
+exec 3>&-
 if [ "$rc" != 0 ]; then
   echo "nccl-benchmark: all_reduce_perf exited $rc (124: timed out); output in $result" >&2
 fi
@@ -302,10 +339,7 @@ status=$?
 if [ -z "$verdict" ]; then
   verdict="nccl-verdict result=error node=$node error=\\"healthcheck exited $status\\""
 fi
-printf '%s\\n' "$verdict"
-printf '%s\\n' "$verdict" >"$dir/$node-$SLURM_JOB_ID.verdict" 2>/dev/null || true
-scontrol update JobId="$SLURM_JOB_ID" Comment="$verdict" >/dev/null 2>&1 || true
-exit "$status"
+finish "$verdict" "$status"
 """
 
 
@@ -329,7 +363,9 @@ def sbatch_argv(config: SubmitConfig, target: Target) -> list[str]:
         f"--time={config.time_limit_minutes}",
         "--no-requeue",
         "--chdir=/tmp",
-        f"--output=/tmp/{JOB_NAME}-{target.node}-%j.out",
+        # Slurm opens it as the job's user before the script runs, following symlinks: no path
+        # in a shared directory is safe. The script keeps its own log in its private directory.
+        "--output=/dev/null",
         f"--comment={comment}",
     ]
 

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -101,7 +102,7 @@ def test_environment_and_defaults() -> None:
     assert (config.min_bytes, config.max_bytes) == (536870912, 8589934592)
     assert (config.all_reduce_perf, config.output_dir, config.time_limit_minutes) == (
         "all_reduce_perf",
-        "/var/log/slurm-stack/nccl",
+        "/tmp",  # each job makes its own private directory in it
         30,
     )
     custom = _config(
@@ -136,6 +137,7 @@ def test_environment_and_defaults() -> None:
         ({"NCCL_MAX_BYTES": "0"}, "NCCL_MAX_BYTES: '0' is not a size"),
         ({"NCCL_MIN_BYTES": "16G"}, "NCCL_MIN_BYTES (17179869184 bytes) must not exceed"),
         ({"NCCL_OUTPUT_DIR": "nccl"}, "NCCL_OUTPUT_DIR must be an absolute path"),
+        ({"NCCL_OUTPUT_DIR": '/a"b'}, "NCCL_OUTPUT_DIR must be an absolute path without"),
         ({"NCCL_TIME_LIMIT_MINUTES": "1"}, "NCCL_TIME_LIMIT_MINUTES must be whole minutes"),
         ({"NCCL_TIME_LIMIT_MINUTES": "1h"}, "NCCL_TIME_LIMIT_MINUTES must be whole minutes"),
     ],
@@ -207,7 +209,7 @@ def test_the_exact_sbatch_command() -> None:
         "--time=20",
         "--no-requeue",
         "--chdir=/tmp",
-        "--output=/tmp/nccl-benchmark-gpu-0-%j.out",
+        "--output=/dev/null",  # never a file at a predictable path in a shared directory
         "--comment=slurm-stack nccl benchmark: pool gpu, 8x h100, threshold 350 GB/s",
     ]
 
@@ -218,18 +220,19 @@ def test_the_job_script_quotes_every_value() -> None:
         NCCL_OUTPUT_DIR="/shared/it's here",
     )
     script = job_script(config, Target("gpu-0", "gpu", "h100", 8, "batch", 350.0))
-    assert "\nnode=gpu-0\ndir='/shared/it'\"'\"'s here'\n" in script
+    assert "\nnode=gpu-0\nbase='/shared/it'\"'\"'s here'\n" in script
     assert (
         "timeout --kill-after=30 1710 '/opt/nccl tests/all_reduce_perf' -b 536870912 "
-        '-e 8589934592 -f 2 -g 8 >"$result" 2>&1\n'
+        "-e 8589934592 -f 2 -g 8 >&3 2>&1 3>&-\n"
     ) in script
+    assert "set -u -o noclobber\numask 077\n" in script
     assert (
         'verdict=$(/usr/lib/slurm-stack/healthcheck nccl-verdict --output "$result" '
         '--node "$node" \\\n  --gpu-type h100 --thresholds \'{"h100": 350.0}\')\n'
     ) in script
     assert "unset NCCL_GPU_POOLS NCCL_THRESHOLDS_GBPS NCCL_MIN_BYTES" in script
-    assert 'Comment="$verdict"' in script
-    assert script.endswith('exit "$status"\n')
+    assert 'Comment="$1"' in script
+    assert script.endswith('finish "$verdict" "$status"\n')
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
 
@@ -337,18 +340,29 @@ for arg in "$@"; do printf '%s\\t' "$arg"; done >> "{root}/scontrol-calls"
 echo >> "{root}/scontrol-calls"
 if [ "$1" = --oneliner ]; then exec cat "{root}/node"; fi
 """
+# mktemp -d answering a directory chosen by the test: one somebody got into before the job.
+FAKE_MKTEMP = '#!/bin/sh\necho "{directory}"\n'
+PRIVATE_GLOB = "nccl-benchmark-gpu-0-4242.????????"
 
 
 def _run_job(
-    tmp_path: Path, busbw: str, output_dir: Path
+    tmp_path: Path,
+    busbw: str,
+    output_dir: Path,
+    *,
+    node: str = "scontrol-node-idle.txt",
+    mktemp_answers: Path | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     bin_dir, fake_gpu = tmp_path / "bin", tmp_path / "fake-gpu"
     bin_dir.mkdir(exist_ok=True)
     fake_gpu.mkdir(exist_ok=True)
-    scontrol = bin_dir / "scontrol"
-    scontrol.write_text(FAKE_SCONTROL.format(root=tmp_path))
-    scontrol.chmod(0o755)
-    (tmp_path / "node").write_text(fixture("scontrol-node-idle.txt"))
+    stand_ins = {"scontrol": FAKE_SCONTROL.format(root=tmp_path)}
+    if mktemp_answers is not None:
+        stand_ins["mktemp"] = FAKE_MKTEMP.format(directory=mktemp_answers)
+    for name, text in stand_ins.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "node").write_text(fixture(node))
     (fake_gpu / "busbw-gpu-0").write_text(busbw)
     (fake_gpu / "busbw").write_text("999")  # another node's file is not used
     config = _config(NCCL_OUTPUT_DIR=str(output_dir))
@@ -375,6 +389,16 @@ def _run_job(
     return proc, calls
 
 
+def _private_dir(output_dir: Path) -> Path:
+    """The one directory the job made for itself in ``output_dir``: ours, mode 0700."""
+    [private] = output_dir.iterdir()
+    assert private.match(PRIVATE_GLOB), private
+    info = private.lstat()
+    assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+    assert stat.S_IMODE(info.st_mode) == 0o700
+    return private
+
+
 needs_python3 = pytest.mark.skipif(
     not os.access("/usr/bin/python3", os.X_OK),
     reason="the wrapper's shebang needs /usr/bin/python3",
@@ -382,20 +406,30 @@ needs_python3 = pytest.mark.skipif(
 
 
 @needs_python3
-def test_job_script_drains_a_slow_node_and_keeps_the_results(tmp_path: Path) -> None:
-    output_dir = tmp_path / "jail-log" / "nccl"
+def test_job_script_drains_a_slow_node_and_keeps_the_results_in_its_own_directory(
+    tmp_path: Path,
+) -> None:
+    output_dir = tmp_path / "jail-tmp"
+    output_dir.mkdir(mode=0o1777)
     proc, calls = _run_job(tmp_path, "200.5", output_dir)
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr == ""
-    verdict = proc.stdout.strip()
+    assert (proc.stdout, proc.stderr) == ("", "")  # all in the job's log
+    private = _private_dir(output_dir)
+    assert sorted(f.name for f in private.iterdir()) == [
+        "gpu-0-4242.log",
+        "gpu-0-4242.out",
+        "gpu-0-4242.verdict",
+    ]
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in private.iterdir())
+    verdict = (private / "gpu-0-4242.verdict").read_text().strip()
     assert re.fullmatch(
-        r"nccl-verdict result=fail gpu_type=h100 output=\S+/gpu-0-4242.out busbw=200.50 "
+        rf"nccl-verdict result=fail gpu_type=h100 output={private}/gpu-0-4242.out busbw=200.50 "
         r'threshold=350 reason="healthcheck: nccl busbw 200.5<350 GB/s" node=gpu-0 '
         r'action=drain why="checks failed"',
         verdict,
     ), verdict
-    assert (output_dir / "gpu-0-4242.verdict").read_text() == proc.stdout
-    assert "# Avg bus bandwidth    : 200.500" in (output_dir / "gpu-0-4242.out").read_text()
+    assert (private / "gpu-0-4242.log").read_text() == verdict + "\n"
+    assert "# Avg bus bandwidth    : 200.500" in (private / "gpu-0-4242.out").read_text()
     assert calls == [
         ["--oneliner", "show", "node", "gpu-0"],
         [
@@ -409,17 +443,87 @@ def test_job_script_drains_a_slow_node_and_keeps_the_results(tmp_path: Path) -> 
 
 
 @needs_python3
-def test_job_script_passes_and_falls_back_to_tmp(tmp_path: Path) -> None:
+def test_job_script_resumes_the_node_it_drained_when_it_passes_again(tmp_path: Path) -> None:
+    output_dir = tmp_path / "jail-tmp"
+    output_dir.mkdir()
+    proc, calls = _run_job(tmp_path, "380", output_dir, node="scontrol-node-drained-nccl.txt")
+    assert proc.returncode == 0, proc.stderr
+    verdict = (_private_dir(output_dir) / "gpu-0-4242.verdict").read_text().strip()
+    assert verdict.startswith("nccl-verdict result=pass gpu_type=h100 output=")
+    assert calls == [
+        ["--oneliner", "show", "node", "gpu-0"],
+        ["update", "NodeName=gpu-0", "State=RESUME"],
+        ["update", "JobId=4242", f"Comment={verdict}"],
+    ]
+
+
+@needs_python3
+def test_job_script_without_a_usable_output_directory_has_no_verdict_and_no_fallback(
+    tmp_path: Path,
+) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    proc, calls = _run_job(tmp_path, "380", blocker / "nccl")
-    try:
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stderr.startswith("nccl-benchmark: cannot write to ")
-        assert proc.stdout.startswith(
-            "nccl-verdict result=pass gpu_type=h100 output=/tmp/gpu-0-4242.out"
+    before = set(Path("/tmp").glob("*gpu-0-4242*"))
+    proc, calls = _run_job(tmp_path, "200.5", blocker / "nccl")
+    assert proc.returncode == 2
+    assert proc.stdout == (
+        f'nccl-verdict result=error node=gpu-0 error="cannot create a private directory in '
+        f'{blocker}/nccl; no fallback"\n'
+    )
+    assert proc.stderr.endswith(
+        f"nccl-benchmark: cannot create a private directory in {blocker}/nccl; no fallback\n"
+    )
+    assert calls == [["update", "JobId=4242", f"Comment={proc.stdout.strip()}"]]  # node untouched
+    assert set(Path("/tmp").glob("*gpu-0-4242*")) == before  # nothing went to the shared /tmp
+
+
+def _plant(private: Path, how: str) -> Path:
+    """What somebody put in the job's directory before it ran, as the job's output file; a
+    passing result, so that using it would return the drained node to service."""
+    private.mkdir(mode=0o700)
+    planted, passing = private / "gpu-0-4242.out", fixture("all_reduce_perf-8xh100-pass.txt")
+    if how == "file":
+        planted.write_text(passing)
+    elif how == "symlink":
+        (private.parent / "forged.txt").write_text(passing)
+        planted.symlink_to(private.parent / "forged.txt")
+    elif how == "dangling-symlink":
+        planted.symlink_to(private.parent / "created-through-the-link")
+    elif how == "symlink-to-dev-null":  # bash's noclobber alone would open this one
+        planted.symlink_to("/dev/null")
+    else:  # "fifo"
+        os.mkfifo(planted)
+    return planted
+
+
+@needs_python3
+@pytest.mark.parametrize(
+    "how", ["file", "symlink", "dangling-symlink", "symlink-to-dev-null", "fifo"]
+)
+def test_job_script_never_writes_or_reads_an_output_file_that_exists(
+    tmp_path: Path, how: str
+) -> None:
+    output_dir = tmp_path / "jail-tmp"
+    output_dir.mkdir()
+    private = output_dir / "nccl-benchmark-gpu-0-4242.AAAAAAAA"
+    planted = _plant(private, how)
+    before = os.readlink(planted) if planted.is_symlink() else None
+    proc, calls = _run_job(
+        tmp_path, "200.5", output_dir, node="scontrol-node-drained-nccl.txt", mktemp_answers=private
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert (proc.stdout, proc.stderr) == ("", "")  # in the job's log
+    line = (private / "gpu-0-4242.verdict").read_text().strip()
+    assert line == (
+        f'nccl-verdict result=error node=gpu-0 error="{planted} exists already: not reusing it"'
+    )
+    assert calls == [["update", "JobId=4242", f"Comment={line}"]]  # neither drained nor resumed
+    if how == "file":
+        assert planted.read_text() == fixture("all_reduce_perf-8xh100-pass.txt")
+    if before is not None:
+        assert os.readlink(planted) == before
+    assert not (private.parent / "created-through-the-link").exists()
+    if how == "symlink":
+        assert (private.parent / "forged.txt").read_text() == fixture(
+            "all_reduce_perf-8xh100-pass.txt"
         )
-        assert [c[0] for c in calls] == ["--oneliner", "update"]  # no drain, then the comment
-    finally:
-        for suffix in ("out", "verdict"):
-            Path(f"/tmp/gpu-0-4242.{suffix}").unlink(missing_ok=True)
