@@ -8,7 +8,11 @@
 ``healthcheck nccl-verdict --output FILE --gpu-type T --thresholds JSON [--node NAME]``
     Judge an ``all_reduce_perf`` output file, print one verdict line to stdout; with ``--node``
     also drain (or resume) the node with a ``healthcheck: nccl`` reason. Exit 0 pass, 1 fail,
-    2 unusable input (no result in the file, unknown GPU type).
+    2 no verdict: unusable input (no result in the file, unknown GPU type) or an output file
+    that is missing or refused (see :func:`.nccl.read_output`: not a regular file, a symlink,
+    not owned by ``--owner-uid``, by default the caller's, or writable by others, in a
+    directory that is not private). With no verdict the node is left as it is: neither drained
+    (whoever can plant or spoil the file could drain healthy nodes) nor resumed.
 
 ``healthcheck nccl-submit [--dry-run]``
     Submit one NCCL benchmark job per idle GPU node (configured by ``NCCL_*`` environment
@@ -34,9 +38,11 @@ from .drain import Action, Decision, Owner, decide, drain_reason
 from .logline import format_line
 from .nccl import (
     NcclOutputError,
+    OutputRefused,
     ThresholdError,
     parse_all_reduce,
     parse_thresholds,
+    read_output,
     select_threshold,
     verdict,
 )
@@ -68,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
     nccl.add_argument("--gpu-type", required=True, help="GPU model, e.g. h100")
     nccl.add_argument("--thresholds", required=True, help='busbw GB/s, e.g. {"h100": 350}')
     nccl.add_argument("--node", help="also drain/resume this node by the verdict")
+    nccl.add_argument(
+        "--owner-uid",
+        type=int,
+        default=None,
+        help="uid that must own the output and its directory (default: the caller's, as the "
+        "benchmark job runs it)",
+    )
     nccl.add_argument("--timeout", type=float, default=_SCONTROL_TIMEOUT, help="scontrol timeout")
     nccl.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     submit = commands.add_parser("nccl-submit", help="submit the NCCL benchmark to idle nodes")
@@ -170,11 +183,16 @@ def _quick_line(
 def nccl_verdict(args: argparse.Namespace, runner: Runner, out: TextIO) -> int:
     """The ``nccl-verdict`` command; see the module docstring."""
     head = [("gpu_type", args.gpu_type), ("output", args.output)]
+    owner_uid = os.geteuid() if args.owner_uid is None else args.owner_uid
     try:
         threshold = select_threshold(parse_thresholds(args.thresholds), args.gpu_type)
-        result = parse_all_reduce(args.output.read_text(encoding="utf-8", errors="replace"))
+        result = parse_all_reduce(read_output(args.output, owner_uid))
     except (ThresholdError, NcclOutputError) as exc:
         print(format_line("nccl-verdict", [("result", "error"), *head, ("error", exc)]), file=out)
+        return 2
+    except OutputRefused as exc:
+        error = f"refused output: {exc}"
+        print(format_line("nccl-verdict", [("result", "error"), *head, ("error", error)]), file=out)
         return 2
     except OSError as exc:
         error = f"cannot read output: {exc.strerror or exc}"

@@ -9,15 +9,23 @@ compare the average bus bandwidth.
 and a trailer with ``# Out of bounds values : 0 OK`` and ``# Avg bus bandwidth    : 365.123``.
 The average is over the rows, out-of-place and in-place, so a threshold only means something
 for the message-size range it was set with (the job fixes ``-b``/``-e``).
+
+The output is read with :func:`read_output`, which trusts only a file the benchmark job itself
+wrote into its own private directory: anybody else who can put a file where the verdict looks
+could otherwise drain a healthy node or return a bad one to service.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import re
-from collections.abc import Mapping
+import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from .drain import NCCL_PREFIX
 
@@ -32,6 +40,10 @@ _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<count>\d+)\s*(?P<stat
 
 class NcclOutputError(ValueError):
     """The output has no result (the benchmark did not finish)."""
+
+
+class OutputRefused(ValueError):
+    """The output is not one the benchmark job wrote for itself; it says nothing about the node."""
 
 
 class ThresholdError(ValueError):
@@ -106,6 +118,58 @@ def parse_all_reduce(text: str) -> NcclResult:
     if avg is None or not math.isfinite(avg):
         raise NcclOutputError("no '# Avg bus bandwidth' line: the benchmark did not finish")
     return NcclResult(tuple(rows), avg, oob)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO put in the file's place must not hang the verdict before fstat() sees it.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def _check_owner_and_mode(
+    info: os.stat_result, owner_uid: int, what: str, kind: str, is_kind: Callable[[int], bool]
+) -> None:
+    if not is_kind(info.st_mode):
+        raise OutputRefused(f"{what} is not a {kind}")
+    if info.st_uid != owner_uid:
+        raise OutputRefused(f"{what} is owned by uid {info.st_uid}, not {owner_uid}")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        mode = stat.S_IMODE(info.st_mode)
+        raise OutputRefused(f"{what} is writable by group or others (mode {mode:04o})")
+
+
+def read_output(path: Path, owner_uid: int) -> str:
+    """The text of the benchmark output ``path``, trusted only as the job's own file.
+
+    The directory holding it is opened with ``O_NOFOLLOW`` and must be a directory owned by
+    ``owner_uid`` (the uid the benchmark job runs as) that group and others cannot write, so
+    nobody else can have put, linked or swapped anything in it; the file is opened in it
+    (``openat``) with ``O_NOFOLLOW`` and, by ``fstat`` of the open descriptor, must be a regular
+    file owned by ``owner_uid`` that group and others cannot write. Raises
+    :class:`OutputRefused` when one of these fails, ``OSError`` when the file cannot be read
+    (``FileNotFoundError`` when it does not exist).
+    """
+    parent = path.parent
+    try:
+        dir_fd = os.open(parent, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and parent.is_symlink():
+            raise OutputRefused(f"directory {parent} is a symbolic link") from None
+        raise
+    try:
+        _check_owner_and_mode(
+            os.fstat(dir_fd), owner_uid, f"directory {parent}", "directory", stat.S_ISDIR
+        )
+        try:
+            fd = os.open(path.name, _FILE_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OutputRefused(f"{path} is a symbolic link") from None
+            raise
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as file:
+        _check_owner_and_mode(os.fstat(fd), owner_uid, str(path), "regular file", stat.S_ISREG)
+        return file.read().decode("utf-8", errors="replace")
 
 
 def parse_thresholds(text: str) -> dict[str, float]:

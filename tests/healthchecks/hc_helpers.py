@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,17 @@ Response = CommandResult | Exception | Callable[[tuple[str, ...], str | None], C
 def fixture(name: str) -> str:
     """The text of a recorded tool output under ``fixtures/``."""
     return (FIXTURES / name).read_text()
+
+
+def private_copy(directory: Path, name: str) -> Path:
+    """A copy of fixture ``name`` as the benchmark job leaves its output: a file of ours, mode
+    0600, in ``directory``, which is made a directory of ours, mode 0700."""
+    directory.mkdir(mode=0o700, exist_ok=True)
+    directory.chmod(0o700)
+    copy = directory / name
+    shutil.copyfile(FIXTURES / name, copy)
+    copy.chmod(0o600)
+    return copy
 
 
 def done(stdout: str = "", returncode: int = 0, stderr: str = "") -> CommandResult:

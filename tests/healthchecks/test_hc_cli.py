@@ -26,7 +26,14 @@ import pytest
 from slurm_stack_healthchecks.cli import main, run_quick
 from slurm_stack_healthchecks.context import Context
 
-from tests.healthchecks.hc_helpers import FIXTURES, HEALTHCHECKS_DIR, FakeRunner, done, make_config
+from tests.healthchecks.hc_helpers import (
+    FIXTURES,
+    HEALTHCHECKS_DIR,
+    FakeRunner,
+    done,
+    make_config,
+    private_copy,
+)
 
 WRAPPER = HEALTHCHECKS_DIR / "healthcheck"
 NODE = "dev-gpu-3"
@@ -287,11 +294,11 @@ def test_scontrol_unreachable_is_reported_and_nothing_is_done(fake_node: FakeNod
     assert "Unable to contact slurm controller" in _field(line, "error")
 
 
-def _verdict_args(output: str, *extra: str) -> list[str]:
+def _verdict_args(output: Path, *extra: str) -> list[str]:
     return [
         "nccl-verdict",
         "--output",
-        str(FIXTURES / output),
+        str(output),
         "--gpu-type",
         "H100",
         "--thresholds",
@@ -300,23 +307,23 @@ def _verdict_args(output: str, *extra: str) -> list[str]:
     ]
 
 
-def _verdict(fake_node: FakeNode, output: str, *extra: str) -> tuple[int, str]:
-    """``nccl-verdict`` in this interpreter, the stand-in scontrol first on PATH."""
+def _verdict(fake_node: FakeNode, output: str | Path, *extra: str) -> tuple[int, str]:
+    """``nccl-verdict`` in this interpreter, the stand-in scontrol first on PATH, on a copy of
+    fixture ``output`` left as the benchmark job leaves it (or on the path ``output``)."""
     fake_node.monkeypatch.setenv("PATH", fake_node.env()["PATH"])
+    if isinstance(output, str):
+        job_dir = fake_node.root / "job"
+        output = private_copy(job_dir, output) if (FIXTURES / output).exists() else job_dir / output
     rc = main(_verdict_args(output, *extra))
     out, err = fake_node.capsys.readouterr()
     assert err == ""
     return rc, out.strip()
 
 
-def test_nccl_verdict_command_as_the_job_calls_it() -> None:
+def test_nccl_verdict_command_as_the_job_calls_it(tmp_path: Path) -> None:
+    output = private_copy(tmp_path / "job", "all_reduce_perf-8xh100-slow.txt")
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_stack_healthchecks",
-            *_verdict_args("all_reduce_perf-8xh100-slow.txt"),
-        ],
+        [sys.executable, "-m", "slurm_stack_healthchecks", *_verdict_args(output)],
         cwd=HEALTHCHECKS_DIR,
         env={"PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -344,8 +351,8 @@ def test_nccl_verdict_pass_and_unusable_output(fake_node: FakeNode) -> None:
     assert fake_node.scontrol_calls() == []
 
 
-def test_nccl_verdict_unknown_gpu_type(capsys: pytest.CaptureFixture[str]) -> None:
-    args = _verdict_args("all_reduce_perf-8xh100-pass.txt")
+def test_nccl_verdict_unknown_gpu_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _verdict_args(private_copy(tmp_path / "job", "all_reduce_perf-8xh100-pass.txt"))
     args[args.index("H100")] = "b200"
     assert main(args) == 2
     assert _field(capsys.readouterr().out, "error") == (
@@ -371,6 +378,72 @@ def test_nccl_verdict_drains_the_slow_node_only_by_its_own_rules(fake_node: Fake
     rc, line = _verdict(fake_node, "all_reduce_perf-8xh100-pass.txt", "--node", "dev-gpu-5")
     assert (rc, _field(line, "action")) == (0, "resume")
     assert len(fake_node.updates()) == 2
+
+
+def _forged(fake_node: FakeNode, name: str, how: str) -> Path:
+    """Fixture ``name`` where the job's output would be, put there by somebody else."""
+    job_dir = fake_node.root / "job"
+    job_dir.mkdir(mode=0o700, exist_ok=True)
+    output = job_dir / "dev-gpu-5-77.out"
+    if how == "symlink":  # to a file of ours elsewhere: the link is what is refused
+        output.symlink_to(private_copy(fake_node.root / "elsewhere", name))
+    elif how == "world-writable":
+        shutil.copyfile(FIXTURES / name, output)
+        output.chmod(0o666)
+    elif how == "shared-directory":  # a file of ours, but in a directory all can write
+        job_dir.chmod(0o1777)
+        shutil.copyfile(FIXTURES / name, output)
+        output.chmod(0o600)
+    else:  # "other-owner"
+        shutil.copyfile(FIXTURES / name, output)
+        output.chmod(0o644)
+        os.chown(output, 54321, 54321)
+    return output
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "symlink",
+        "world-writable",
+        "shared-directory",
+        pytest.param(
+            "other-owner",
+            marks=pytest.mark.skipif(
+                os.geteuid() != 0, reason="os.chown to another uid needs root"
+            ),
+        ),
+    ],
+)
+def test_a_refused_output_is_no_verdict_and_leaves_the_node_as_it_is(
+    fake_node: FakeNode, how: str
+) -> None:
+    # A forged slow result must not drain a healthy node...
+    rc, line = _verdict(
+        fake_node, _forged(fake_node, "all_reduce_perf-8xh100-slow.txt", how), "--node", "n"
+    )
+    assert (rc, _field(line, "result"), _field(line, "action")) == (2, "error", None)
+    assert _field(line, "error").startswith("refused output: ")
+    shutil.rmtree(fake_node.root / "job")
+    # ... nor a forged passing one return a node the benchmark drained to service.
+    fake_node.set(node="scontrol-node-drained-nccl.txt")
+    rc, line = _verdict(
+        fake_node, _forged(fake_node, "all_reduce_perf-8xh100-pass.txt", how), "--node", "n"
+    )
+    assert (rc, _field(line, "result")) == (2, "error")
+    assert fake_node.scontrol_calls() == []  # not even asked: the node is left alone
+
+
+def test_the_owner_can_be_named_for_a_reader_that_is_not_the_job(fake_node: FakeNode) -> None:
+    output = private_copy(fake_node.root / "job", "all_reduce_perf-8xh100-pass.txt")
+    rc, line = _verdict(fake_node, output, "--owner-uid", str(os.geteuid() + 1))
+    assert (rc, _field(line, "error")) == (
+        2,
+        f"refused output: directory {output.parent} is owned by uid {os.geteuid()}, "
+        f"not {os.geteuid() + 1}",
+    )
+    rc, line = _verdict(fake_node, output, "--owner-uid", str(os.geteuid()))
+    assert (rc, _field(line, "result")) == (0, "pass")
 
 
 @pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="no /usr/bin/python3")

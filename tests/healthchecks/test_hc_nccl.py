@@ -1,18 +1,34 @@
-"""The NCCL verdict: all_reduce_perf parsing, thresholds per GPU model, pass/fail reasons."""
+"""The NCCL verdict: all_reduce_perf parsing, thresholds per GPU model, pass/fail reasons, and
+reading the output only as the benchmark job's own file."""
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from slurm_stack_healthchecks.drain import Owner
 from slurm_stack_healthchecks.nccl import (
     NcclOutputError,
     NcclResult,
+    OutputRefused,
     ThresholdError,
     parse_all_reduce,
     parse_thresholds,
+    read_output,
     select_threshold,
     verdict,
 )
 
-from tests.healthchecks.hc_helpers import fixture
+from tests.healthchecks.hc_helpers import fixture, private_copy
+
+ME = os.geteuid()
+OTHER_UID = 54321  # nobody's, as another user of the node
+as_root = pytest.mark.skipif(
+    ME != 0,
+    reason="giving a file to another uid (os.chown) needs root; the uid comparison "
+    "itself is covered by test_output_of_another_uid_than_expected_is_refused",
+)
 
 
 def test_parses_the_passing_8xh100_run() -> None:
@@ -104,3 +120,93 @@ def test_verdict_never_rounds_up_to_the_threshold() -> None:
         "healthcheck: nccl busbw 349.9<350 GB/s"
     )
     assert verdict(NcclResult((), 350.0, 0), 350).ok
+
+
+OUTPUTS = [
+    "all_reduce_perf-8xh100-pass.txt",
+    "all_reduce_perf-8xh100-slow.txt",
+    "all_reduce_perf-8xh100-wrong.txt",
+]
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+def test_the_jobs_own_output_gives_the_same_verdict_as_before(tmp_path: Path, name: str) -> None:
+    path = private_copy(tmp_path / "job", name)
+    text = read_output(path, ME)
+    assert text == fixture(name)
+    assert verdict(parse_all_reduce(text), 350) == verdict(parse_all_reduce(fixture(name)), 350)
+
+
+def test_a_missing_output_is_an_os_error(tmp_path: Path) -> None:
+    (tmp_path / "job").mkdir(mode=0o700)
+    with pytest.raises(FileNotFoundError):
+        read_output(tmp_path / "job" / "gpu-0-1.out", ME)
+
+
+def _symlink(path: Path) -> None:  # to a passing output of ours beside it
+    target = private_copy(path.parent, "all_reduce_perf-8xh100-pass.txt")
+    path.unlink()
+    path.symlink_to(target)
+
+
+def _fifo(path: Path) -> None:  # would hang a plain open() for reading
+    path.unlink()
+    os.mkfifo(path, 0o600)
+
+
+def _dir_symlink(path: Path) -> None:  # the private directory replaced by a link to it
+    real = path.parent.rename(path.parent.with_name("elsewhere"))
+    path.parent.symlink_to(real)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        pytest.param(_symlink, "gpu-0-7.out is a symbolic link", id="symlink"),
+        pytest.param(
+            lambda p: p.chmod(0o620),
+            "is writable by group or others (mode 0620)",
+            id="group-writable",
+        ),
+        pytest.param(
+            lambda p: p.chmod(0o606),
+            "is writable by group or others (mode 0606)",
+            id="world-writable",
+        ),
+        pytest.param(_fifo, "gpu-0-7.out is not a regular file", id="fifo"),
+        pytest.param(
+            lambda p: p.parent.chmod(0o1777),
+            "job is writable by group or others (mode 1777)",
+            id="shared-directory",
+        ),
+        pytest.param(lambda p: p.parent.chmod(0o770), "(mode 0770)", id="group-directory"),
+        pytest.param(_dir_symlink, "job is a symbolic link", id="directory-symlink"),
+        pytest.param(
+            lambda p: os.chown(p, OTHER_UID, -1),
+            f"owned by uid {OTHER_UID}, not {ME}",
+            id="other-owner",
+            marks=as_root,
+        ),
+        pytest.param(
+            lambda p: os.chown(p.parent, OTHER_UID, -1),
+            f"uid {OTHER_UID}, not {ME}",
+            id="other-owner-directory",
+            marks=as_root,
+        ),
+    ],
+)
+def test_an_output_the_job_did_not_write_for_itself_is_refused(
+    tmp_path: Path, spoil: Callable[[Path], None], message: str
+) -> None:
+    path = private_copy(tmp_path / "job", "all_reduce_perf-8xh100-pass.txt").rename(
+        tmp_path / "job" / "gpu-0-7.out"
+    )
+    spoil(path)
+    with pytest.raises(OutputRefused, match=re.escape(message)):
+        read_output(path, ME)
+
+
+def test_output_of_another_uid_than_expected_is_refused(tmp_path: Path) -> None:
+    path = private_copy(tmp_path / "job", "all_reduce_perf-8xh100-pass.txt")
+    with pytest.raises(OutputRefused, match=f"is owned by uid {ME}, not {ME + 1}"):
+        read_output(path, ME + 1)
