@@ -453,6 +453,85 @@ def test_sshd_extra_overrides_a_default_keyword_instead_of_duplicating_it():
     assert len(_keyword_lines(text, "HostKey", " ")) == 3
 
 
+# What an OpenSSH 9.2 client (Debian 12, the host the cluster tests log in from) offers by
+# default, in its order of preference (`ssh -Q kex` etc. and ssh_config(5) of 9.2).
+OPENSSH_9_2_CLIENT = {
+    "KexAlgorithms": [
+        "sntrup761x25519-sha512@openssh.com",
+        "curve25519-sha256",
+        "curve25519-sha256@libssh.org",
+        "ecdh-sha2-nistp256",
+        "ecdh-sha2-nistp384",
+        "ecdh-sha2-nistp521",
+        "diffie-hellman-group-exchange-sha256",
+        "diffie-hellman-group16-sha512",
+        "diffie-hellman-group18-sha512",
+        "diffie-hellman-group14-sha256",
+    ],
+    "Ciphers": [
+        "chacha20-poly1305@openssh.com",
+        "aes128-ctr",
+        "aes192-ctr",
+        "aes256-ctr",
+        "aes128-gcm@openssh.com",
+        "aes256-gcm@openssh.com",
+    ],
+    "MACs": [
+        "umac-64-etm@openssh.com",
+        "umac-128-etm@openssh.com",
+        "hmac-sha2-256-etm@openssh.com",
+        "hmac-sha2-512-etm@openssh.com",
+        "hmac-sha1-etm@openssh.com",
+        "umac-64@openssh.com",
+        "umac-128@openssh.com",
+        "hmac-sha2-256",
+        "hmac-sha2-512",
+        "hmac-sha1",
+    ],
+}
+WEAK_SSH_ALGORITHMS = re.compile(r"cbc|3des|arcfour|md5|sha1|umac-64|nistp|diffie-hellman")
+
+
+def _sshd_settings(text: str) -> dict[str, str]:
+    lines = [line.split(None, 1) for line in text.splitlines() if line and line[0] != "#"]
+    return {key.lower(): value for key, value in lines}
+
+
+def test_sshd_is_hardened_by_default():
+    settings = _sshd_settings(
+        login_config_files(load_spec(copy.deepcopy(dev_raw())))["sshd_config"]
+    )
+    # Root with a key stays the admin's way into the jail; passwords never.
+    assert settings["permitrootlogin"] == "prohibit-password"
+    assert settings["passwordauthentication"] == "no"
+    assert int(settings["maxauthtries"]) <= 3
+    assert int(settings["logingracetime"]) <= 30
+    for keyword in (
+        "AllowTcpForwarding",
+        "AllowStreamLocalForwarding",
+        "AllowAgentForwarding",
+        "PermitTunnel",
+        "X11Forwarding",
+    ):
+        assert settings[keyword.lower()] == "no", keyword
+    for keyword, client in OPENSSH_9_2_CLIENT.items():
+        offered = settings[keyword.lower()].split(",")
+        assert not [name for name in offered if WEAK_SSH_ALGORITHMS.search(name)], keyword
+        assert set(client) & set(offered), keyword
+    # That client gets its first choice of key exchange (post-quantum hybrid) and cipher.
+    for keyword in ("KexAlgorithms", "Ciphers"):
+        assert OPENSSH_9_2_CLIENT[keyword][0] in settings[keyword.lower()].split(","), keyword
+
+
+def test_sshd_extra_can_turn_forwarding_back_on():
+    raw = copy.deepcopy(dev_raw())
+    raw["login"]["sshdExtra"] = ["AllowTcpForwarding local", "Ciphers aes256-gcm@openssh.com"]
+    text = login_config_files(load_spec(raw))["sshd_config"]
+    assert _keyword_lines(text, "AllowTcpForwarding", " ") == ["AllowTcpForwarding local"]
+    assert _keyword_lines(text, "Ciphers", " ") == ["Ciphers aes256-gcm@openssh.com"]
+    assert _keyword_lines(text, "AllowAgentForwarding", " ") == ["AllowAgentForwarding no"]
+
+
 def test_slurm_conf_extra_overrides_a_default_key_instead_of_duplicating_it():
     raw = copy.deepcopy(dev_raw())
     raw["controller"]["slurmConfExtra"] = [

@@ -7,6 +7,32 @@ from slurm_stack.spec.models import ClusterSpec
 
 SSH_HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 
+# Algorithms sshd offers: OpenSSH 10's defaults (the login images run 10.0 on trixie and 10.6
+# on forky) without the weak ones: no CBC or 3DES, no SHA-1 or MD5, no 64-bit-tag or
+# encrypt-and-MAC MACs, no NIST-curve ECDH or finite-field Diffie-Hellman. OpenSSH clients
+# since 6.5 find a match in each list (9.2's defaults pick sntrup761x25519 and
+# chacha20-poly1305); login.sshdExtra replaces a list for a client that does not.
+SSH_CIPHERS = (
+    "chacha20-poly1305@openssh.com",
+    "aes256-gcm@openssh.com",
+    "aes128-gcm@openssh.com",
+    "aes256-ctr",
+    "aes192-ctr",
+    "aes128-ctr",
+)
+SSH_MACS = (
+    "hmac-sha2-256-etm@openssh.com",
+    "hmac-sha2-512-etm@openssh.com",
+    "umac-128-etm@openssh.com",
+)
+SSH_KEX_ALGORITHMS = (
+    "mlkem768x25519-sha256",
+    "sntrup761x25519-sha512",
+    "sntrup761x25519-sha512@openssh.com",
+    "curve25519-sha256",
+    "curve25519-sha256@libssh.org",
+)
+
 
 def database_endpoint(spec: ClusterSpec) -> dict[str, str | int]:
     """Host, port, user and database that slurmdbd uses, for every accounting mode."""
@@ -52,7 +78,8 @@ def render_slurmdbd_conf(spec: ClusterSpec) -> str:
 
 
 def render_sshd_config(spec: ClusterSpec) -> str:
-    """sshd_config: key-only logins chrooted into the jail; sshdExtra overrides defaults."""
+    """sshd_config: key-only logins chrooted into the jail, no forwarding of any kind, few
+    authentication attempts, modern algorithms only; sshdExtra overrides defaults."""
     extra = list(spec.login.sshd_extra)
     overridden = {key_of(line).lower() for line in extra}
     defaults = [
@@ -73,7 +100,20 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         ("AuthorizedKeysCommand", f"{paths.AUTHORIZED_KEYS_COMMAND} %u"),
         ("AuthorizedKeysCommandUser", "nobody"),
         ("ChrootDirectory", paths.JAIL_DIR),
+        # Few tries and a short grace per connection: keys either match or they do not.
+        ("MaxAuthTries", "3"),
+        ("LoginGraceTime", "30"),
+        # A login node is a place to submit jobs, not a way into the cluster network: no TCP
+        # or socket forwarding, tunnels or X11, and no forwarded agent that root in the jail
+        # could use. sshdExtra turns one back on (e.g. `AllowTcpForwarding local`).
+        ("AllowTcpForwarding", "no"),
+        ("AllowStreamLocalForwarding", "no"),
+        ("AllowAgentForwarding", "no"),
+        ("PermitTunnel", "no"),
         ("X11Forwarding", "no"),
+        ("Ciphers", ",".join(SSH_CIPHERS)),
+        ("MACs", ",".join(SSH_MACS)),
+        ("KexAlgorithms", ",".join(SSH_KEX_ALGORITHMS)),
         ("PrintMotd", "no"),
         ("AcceptEnv", "LANG LC_*"),
         ("ClientAliveInterval", "300"),
