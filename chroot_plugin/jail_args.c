@@ -77,6 +77,10 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = copy_path(cfg->munge, value, arg, err, err_len);
 		else if (key_len == 10 && !strncmp(arg, "gpu_driver", 10))
 			rc = copy_path(cfg->gpu_driver, value, arg, err, err_len);
+		else if (key_len == 7 && !strncmp(arg, "job_tmp", 7))
+			rc = copy_path(cfg->job_tmp, value, arg, err, err_len);
+		else if (key_len == 7 && !strncmp(arg, "job_shm", 7))
+			rc = copy_path(cfg->job_shm, value, arg, err, err_len);
 		else if ((key_len == 8 && !strncmp(arg, "submount", 8)) ||
 			 (key_len == 4 && !strncmp(arg, "bind", 4)))
 			rc = add_bind(cfg, value, 0, arg, err, err_len);
@@ -90,7 +94,7 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		} else
 			return fail(err, err_len,
 				    "unknown argument '%s' (known: jail=, spool=, munge=, gpu_driver=, "
-				    "submount=, bind=, ro_bind=, allow_opt_out=)", arg);
+				    "job_tmp=, job_shm=, submount=, bind=, ro_bind=, allow_opt_out=)", arg);
 		if (rc)
 			return rc;
 	}
@@ -98,5 +102,6 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		return fail(err, err_len, "%s", "jail=PATH is required");
 	if (strcmp(cfg->jail, "/") == 0)
 		return fail(err, err_len, "%s", "jail=/ would not isolate anything");
+
 	return 0;
 }

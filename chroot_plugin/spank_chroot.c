@@ -1,41 +1,43 @@
 /*
- * spank_chroot: every task of every job enters the shared root filesystem (the jail).
+ * spank_chroot: every job step enters the shared root filesystem (the jail).
  *
- * In the forked task, before privileges drop: a private mount namespace, the node-local
- * pieces bound into the jail (/proc, /sys, /dev, /tmp, the munge socket, the slurmd spool
- * with the batch script, the job's working directory when it is outside the jail, the
- * node's submounts, and read-only the node's name service files, the project's own library
- * directory and, on GPU nodes, this node's staged driver files), then pivot_root and a lazy
- * unmount of the old root. The task's PATH and LD_LIBRARY_PATH then lead to the driver files
- * first, so the jail's software uses the driver that matches this node's kernel module (the
- * GPU device nodes come with /dev). Any failure fails the task with a message in the job's
- * stderr and the slurmd log; a task never runs on the host by accident.
+ * slurmstepd itself enters it, before it opens the job's input and output files, changes
+ * into the job's directory or starts a task (slurm_spank_init_post_opt, remote context), so
+ * every path a job names resolves inside the jail and none reaches the pod's own files. Its
+ * mount namespace gets the node-local pieces (/proc, /sys, /dev, the munge socket, the
+ * slurmd spool with the batch script, the node's submounts, and read-only the node's name
+ * service files, the project's library directory and, on GPU nodes, this node's staged
+ * driver files), a /tmp and /dev/shm private to the job, and then the jail as `/`
+ * (jail_mounts.c). If that fails the step gets an empty root instead and each task fails
+ * with a message in its stderr and the slurmd log: a task never runs on the pod's own
+ * filesystem by accident.
+ *
+ * Each task then loses every capability root in the jail does not need from its bounding
+ * set, and a task of an ordinary user gets no_new_privs (task_limits.c). On GPU nodes the
+ * task's PATH and LD_LIBRARY_PATH lead to the driver files first, so the jail's software
+ * uses the driver that matches this node's kernel module.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <slurm/spank.h>
 
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000 /* linux/fcntl.h; older glibc headers lack it */
-#endif
-
 #include "jail_args.h"
+#include "jail_mounts.h"
+#include "task_limits.h"
 
 SPANK_PLUGIN(chroot, 1);
 
 static struct jail_config cfg;
 static int opted_out;
-static int gpu_driver_bound; /* this task's jail has the node's GPU driver files */
+static int gpu_driver_bound; /* this step's jail has the node's GPU driver files */
+static int jail_failed;	     /* entering the jail failed: every task of the step fails */
+static char failure[sizeof(jail_error)];
 
 static int opt_out(int val, const char *optarg, int remote)
 {
@@ -53,8 +55,8 @@ static struct spank_option no_jail_option = {
 	0, 0, opt_out,
 };
 
-/* Report to the slurmd log and to the job's stderr, then fail. */
-static int jail_fail(const char *fmt, ...)
+/* Report to the job's stderr (a task's) and the slurmd log, then fail. */
+__attribute__((format(printf, 1, 2))) static int task_fail(const char *fmt, ...)
 {
 	char message[1024];
 	va_list ap;
@@ -65,199 +67,6 @@ static int jail_fail(const char *fmt, ...)
 	slurm_error("chroot: %s", message);
 	fprintf(stderr, "slurm-stack jail: %s; the task did not start\n", message);
 	return -1;
-}
-
-static int jail_path(char *out, const char *inside)
-{
-	if (snprintf(out, PATH_MAX, "%s%s", cfg.jail, inside) >= PATH_MAX)
-		return jail_fail("path %s%s is too long", cfg.jail, inside);
-	return 0;
-}
-
-/*
- * Create `inside` (an absolute path) under the jail, component by component, refusing
- * symlinks: a link planted in the shared jail must not redirect a bind mount elsewhere.
- */
-static int ensure_dir_in_jail(const char *inside)
-{
-	char path[PATH_MAX];
-	size_t base = strlen(cfg.jail);
-	struct stat st;
-
-	if (jail_path(path, inside))
-		return -1;
-	for (char *p = path + base + 1;; p++) {
-		char saved = *p;
-
-		if (saved != '/' && saved != '\0')
-			continue;
-		*p = '\0';
-		if (lstat(path, &st) != 0) {
-			/* The jail is shared: a task on another node may create it at the same
-			 * moment, so EEXIST is fine; what is there is checked below either way. */
-			if (errno != ENOENT || (mkdir(path, 0755) != 0 && errno != EEXIST) ||
-			    lstat(path, &st) != 0)
-				return jail_fail("cannot create %s: %s", path, strerror(errno));
-		}
-		if (S_ISLNK(st.st_mode))
-			return jail_fail("%s is a symlink; refusing to mount over it", path);
-		if (!S_ISDIR(st.st_mode))
-			return jail_fail("%s is not a directory", path);
-		*p = saved;
-		if (saved == '\0')
-			return 0;
-	}
-}
-
-/* A file to bind over: its directory created as above, the file itself created empty if
- * missing; a symlink is refused for the same reason. */
-static int ensure_file_in_jail(const char *inside)
-{
-	char path[PATH_MAX], parent[PATH_MAX];
-	char *slash;
-	struct stat st;
-	int fd;
-
-	snprintf(parent, sizeof(parent), "%s", inside);
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = '\0';
-		if (ensure_dir_in_jail(parent))
-			return -1;
-	}
-	if (jail_path(path, inside))
-		return -1;
-	if (lstat(path, &st) == 0) {
-		if (!S_ISREG(st.st_mode))
-			return jail_fail("%s is not a regular file; refusing to mount over it", path);
-		return 0;
-	}
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		close(fd);
-		return 0;
-	}
-	/* Created by a task on another node meanwhile: take it if it is a regular file. */
-	if (errno != EEXIST || lstat(path, &st) != 0)
-		return jail_fail("cannot create %s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return jail_fail("%s is not a regular file; refusing to mount over it", path);
-	return 0;
-}
-
-static int bind_into_jail(const char *source, const char *inside, unsigned long flags)
-{
-	char target[PATH_MAX];
-	struct stat st;
-	int prepared;
-
-	if (stat(source, &st) != 0)
-		return jail_fail("bind source %s: %s", source, strerror(errno));
-	prepared = S_ISDIR(st.st_mode) ? ensure_dir_in_jail(inside) : ensure_file_in_jail(inside);
-	if (prepared || jail_path(target, inside))
-		return -1;
-	if (mount(source, target, NULL, MS_BIND | (flags & MS_REC), NULL) != 0)
-		return jail_fail("bind %s -> %s: %s", source, target, strerror(errno));
-	if (!(flags & MS_RDONLY))
-		return 0;
-	if (flags & MS_REC) {
-		/* Every mount below it too: the staged GPU driver files are binds of their own. */
-		struct mount_attr attr = {
-			.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-		};
-
-		if (mount_setattr(AT_FDCWD, target, AT_RECURSIVE, &attr, sizeof(attr)) == 0)
-			return 0;
-		if (errno != ENOSYS)
-			return jail_fail("make %s read-only: %s", target, strerror(errno));
-		/* Kernels before 5.12 lack it: remount the top mount as below; the mounts under it
-		 * stay as the node made them (stage-gpu-driver makes its binds read-only). */
-	}
-	/* Read-only takes a remount of the bind; the first mount ignores MS_RDONLY. */
-	if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-		  NULL) != 0)
-		return jail_fail("make %s read-only: %s", target, strerror(errno));
-	return 0;
-}
-
-/* A fresh procfs; where the container runtime masks /proc paths the kernel refuses a new
- * one, and a recursive bind keeps those masks instead. */
-static int mount_proc(void)
-{
-	char target[PATH_MAX];
-
-	if (ensure_dir_in_jail("/proc") || jail_path(target, "/proc"))
-		return -1;
-	if (mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
-		return 0;
-	if (errno != EPERM && errno != EACCES)
-		return jail_fail("mount proc on %s: %s", target, strerror(errno));
-	return bind_into_jail("/proc", "/proc", MS_REC);
-}
-
-static int is_dir(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int enter_jail(void)
-{
-	char cwd[PATH_MAX], probe[PATH_MAX];
-
-	if (!getcwd(cwd, sizeof(cwd)))
-		snprintf(cwd, sizeof(cwd), "/");
-	if (jail_path(probe, "/etc/passwd"))
-		return -1;
-	if (access(probe, R_OK) != 0)
-		return jail_fail("the jail at %s is not usable (%s: %s)", cfg.jail, probe,
-				 strerror(errno));
-
-	if (unshare(CLONE_NEWNS) != 0)
-		return jail_fail("unshare(CLONE_NEWNS): %s", strerror(errno));
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-		return jail_fail("make / private: %s", strerror(errno));
-	/* pivot_root needs the new root to be a mount point. */
-	if (mount(cfg.jail, cfg.jail, NULL, MS_BIND | MS_REC, NULL) != 0)
-		return jail_fail("bind %s onto itself: %s", cfg.jail, strerror(errno));
-
-	if (mount_proc() || bind_into_jail("/sys", "/sys", MS_REC) ||
-	    bind_into_jail("/dev", "/dev", MS_REC) || bind_into_jail("/tmp", "/tmp", 0))
-		return -1;
-	if (cfg.munge[0] && is_dir(cfg.munge) && bind_into_jail(cfg.munge, cfg.munge, 0))
-		return -1;
-	if (cfg.spool[0] && bind_into_jail(cfg.spool, cfg.spool, 0))
-		return -1;
-	for (size_t i = 0; i < cfg.n_binds; i++) {
-		const struct jail_bind *b = &cfg.binds[i];
-
-		/* Each node has only its own pool's submounts: bind those that exist here. */
-		if (access(b->source, F_OK) == 0 &&
-		    bind_into_jail(b->source, b->target, MS_REC | (b->read_only ? MS_RDONLY : 0)))
-			return -1;
-	}
-	/* Only GPU nodes stage driver files (the slurmd entrypoint does), so its absence is normal. */
-	if (cfg.gpu_driver[0] && is_dir(cfg.gpu_driver)) {
-		if (bind_into_jail(cfg.gpu_driver, cfg.gpu_driver, MS_REC | MS_RDONLY))
-			return -1;
-		gpu_driver_bound = 1;
-	}
-	if (jail_path(probe, cwd))
-		return -1;
-	if (strcmp(cwd, "/") != 0 && !is_dir(probe) && bind_into_jail(cwd, cwd, 0))
-		return -1;
-
-	if (chdir(cfg.jail) != 0)
-		return jail_fail("chdir %s: %s", cfg.jail, strerror(errno));
-	if (syscall(SYS_pivot_root, ".", ".") != 0)
-		return jail_fail("pivot_root into %s: %s", cfg.jail, strerror(errno));
-	/* The old root is stacked under the new one: detach it so no path leads back. */
-	if (umount2(".", MNT_DETACH) != 0)
-		return jail_fail("detach the old root: %s", strerror(errno));
-	if (chdir(cwd) != 0 && chdir("/") != 0)
-		return jail_fail("chdir %s inside the jail: %s", cwd, strerror(errno));
-	return 0;
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -279,17 +88,52 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+/* In slurmstepd, once the job's options are known and before any of its files is opened. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
+	uint32_t job_id = 0;
+
 	(void)ac;
 	(void)av;
-	if (!spank_remote(sp))
+	if (spank_context() != S_CTX_REMOTE)
 		return 0;
 	if (opted_out && cfg.allow_opt_out) {
 		slurm_info("chroot: the job asked for --no-jail; running on the node's filesystem");
 		return 0;
 	}
-	return enter_jail();
+	if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) {
+		slurm_error("chroot: cannot tell the job's id");
+		return -1;
+	}
+	if (jail_enter(&cfg, job_id, &gpu_driver_bound) == 0)
+		return 0;
+	snprintf(failure, sizeof(failure), "%s", jail_error);
+	jail_failed = 1;
+	slurm_error("chroot: job %u: %s", job_id, failure);
+	if (jail_enter_void(&cfg) != 0) {
+		slurm_error("chroot: job %u: %s", job_id, jail_error);
+		return -1;
+	}
+	return 0;
+}
+
+/* In each forked task, as root, right before it becomes the job's user. */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	char err[256];
+	uid_t uid;
+
+	(void)ac;
+	(void)av;
+	if (!spank_remote(sp))
+		return 0;
+	if (jail_failed)
+		return task_fail("%s", failure);
+	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+		return task_fail("cannot tell the job's user");
+	if (task_limit_privileges(uid, err, sizeof(err)) != 0)
+		return task_fail("%s", err);
+	return 0;
 }
 
 /* Put DIR/SUB first in the task's variable NAME (a colon-separated list), once: a step
@@ -315,10 +159,10 @@ static int prepend_path(spank_t sp, const char *name, const char *dir, const cha
 			return 0;
 		n = snprintf(value, sizeof(value), "%s/%s", dir, sub);
 	} else {
-		return jail_fail("cannot read %s: %s", name, spank_strerror(rc));
+		return task_fail("cannot read %s: %s", name, spank_strerror(rc));
 	}
 	if (n < 0 || (size_t)n >= sizeof(value) || spank_setenv(sp, name, value, 1) != ESPANK_SUCCESS)
-		return jail_fail("cannot set %s for the GPU driver files", name);
+		return task_fail("cannot set %s for the GPU driver files", name);
 	return 0;
 }
 

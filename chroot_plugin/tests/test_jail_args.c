@@ -57,6 +57,12 @@ int main(void)
 	CHECK(parse(&cfg, err, 2, gpu) == 0);
 	CHECK(strcmp(cfg.gpu_driver, "/run/slurm-stack/gpu-driver") == 0);
 
+	char *job_dirs[] = {"jail=/mnt/jail", "job_tmp=/var/lib/slurm-stack/job-tmp",
+			    "job_shm=/dev/shm/slurm-stack-jobs"};
+	CHECK(parse(&cfg, err, 3, job_dirs) == 0);
+	CHECK(strcmp(cfg.job_tmp, "/var/lib/slurm-stack/job-tmp") == 0);
+	CHECK(strcmp(cfg.job_shm, "/dev/shm/slurm-stack-jobs") == 0);
+
 	char *gpu_relative[] = {"jail=/mnt/jail", "gpu_driver=run/gpu"};
 	CHECK(parse(&cfg, err, 2, gpu_relative) == -1);
 	CHECK(strstr(err, "gpu_driver=run/gpu") != NULL);

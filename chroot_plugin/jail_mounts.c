@@ -1,0 +1,366 @@
+/*
+ * The jail's mount work. Every target inside the (shared, user-writable in places) jail is
+ * opened one component at a time beneath the jail's root with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS), and mounted over through that file descriptor: a symlink or `..`
+ * planted in the jail can never redirect a mount, and nothing can swap a path between the
+ * check and the mount. The jail becomes `/` by moving its mount over the old root and
+ * chroot(2) into it; pivot_root(2) is not in the container runtimes' default seccomp
+ * profiles, mount(2) and chroot(2) are (given CAP_SYS_ADMIN and CAP_SYS_CHROOT).
+ */
+#define _GNU_SOURCE
+#include "jail_mounts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000 /* linux/fcntl.h; older glibc headers lack it */
+#endif
+
+char jail_error[1024];
+
+static int root_fd = -1; /* the jail's root, while jail_enter runs */
+
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(jail_error, sizeof(jail_error), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int open_beneath(int dir_fd, const char *name, int flags, mode_t mode)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.mode = mode,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+
+	return (int)syscall(SYS_openat2, dir_fd, name, &how, sizeof(how));
+}
+
+static const char *why(int err)
+{
+	return err == ELOOP ? "a symlink there is refused" : strerror(err);
+}
+
+/*
+ * An O_PATH descriptor of `inside` (absolute, within the jail). With `create`, missing
+ * directories are made (0755) and, when `is_dir` is false, the last component as an empty
+ * file: a bind target must exist.
+ */
+static int jail_target(const char *inside, int is_dir, int create)
+{
+	char path[PATH_MAX];
+	char *name, *next;
+	int fd, child;
+
+	if (snprintf(path, sizeof(path), "%s", inside) >= (int)sizeof(path))
+		return fail("path %s is too long", inside);
+	fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return fail("dup: %s", strerror(errno));
+	for (name = path; *name == '/'; name++)
+		;
+	while (*name) {
+		char *rest = NULL;
+		int want_dir, err = 0;
+
+		next = strchr(name, '/');
+		if (next) {
+			*next = '\0';
+			for (rest = next + 1; *rest == '/'; rest++)
+				;
+		}
+		want_dir = (rest && *rest) || is_dir;
+		child = open_beneath(fd, name, O_PATH | (want_dir ? O_DIRECTORY : 0), 0);
+		if (child < 0 && errno == ENOENT && create) {
+			if (want_dir) {
+				if (mkdirat(fd, name, 0755) != 0 && errno != EEXIST)
+					err = errno;
+			} else {
+				int file = open_beneath(fd, name, O_WRONLY | O_CREAT, 0644);
+
+				if (file >= 0)
+					close(file);
+			}
+			if (!err)
+				child = open_beneath(fd, name, O_PATH | (want_dir ? O_DIRECTORY : 0), 0);
+		}
+		if (child < 0) {
+			err = err ? err : errno;
+			close(fd);
+			return fail("%s in the jail (at %s): %s", inside, name, why(err));
+		}
+		close(fd);
+		fd = child;
+		if (!rest || !*rest)
+			break;
+		name = rest;
+	}
+	if (!is_dir) {
+		struct stat st;
+
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return fail("%s in the jail is not a regular file; refusing to mount over it",
+				    inside);
+		}
+	}
+	return fd;
+}
+
+static void fd_path(char *out, int fd)
+{
+	snprintf(out, 64, "/proc/self/fd/%d", fd);
+}
+
+/* Mount attributes on the mount now at `inside` (and, with `recursive`, those below it). */
+static int restrict_mount(const char *inside, int is_dir, uint64_t attrs, int recursive)
+{
+	struct mount_attr attr = {.attr_set = attrs};
+	int fd = jail_target(inside, is_dir, 0);
+	int rc;
+
+	if (fd < 0)
+		return -1;
+	rc = mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr,
+			   sizeof(attr));
+	if (rc != 0 && errno == ENOSYS) {
+		/* Kernels before 5.12: remount the top mount only. */
+		char target[64];
+		unsigned long flags = MS_REMOUNT | MS_BIND;
+
+		flags |= (attrs & MOUNT_ATTR_RDONLY) ? MS_RDONLY : 0;
+		flags |= (attrs & MOUNT_ATTR_NOSUID) ? MS_NOSUID : 0;
+		flags |= (attrs & MOUNT_ATTR_NODEV) ? MS_NODEV : 0;
+		flags |= (attrs & MOUNT_ATTR_NOEXEC) ? MS_NOEXEC : 0;
+		fd_path(target, fd);
+		rc = mount(NULL, target, NULL, flags, NULL);
+	}
+	if (rc != 0) {
+		int err = errno;
+
+		close(fd);
+		return fail("restrict the mount at %s: %s", inside, strerror(err));
+	}
+	close(fd);
+	return 0;
+}
+
+/* Bind `source` (a path in the pod, or a descriptor's /proc path) at `inside`. */
+static int bind_in(const char *source, const char *inside, int recursive, uint64_t attrs)
+{
+	char target[64];
+	struct stat st;
+	int fd, is_dir;
+
+	if (stat(source, &st) != 0)
+		return fail("bind source %s: %s", source, strerror(errno));
+	is_dir = S_ISDIR(st.st_mode);
+	fd = jail_target(inside, is_dir, 1);
+	if (fd < 0)
+		return -1;
+	fd_path(target, fd);
+	if (mount(source, target, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) != 0) {
+		int err = errno;
+
+		close(fd);
+		return fail("bind %s -> %s in the jail: %s", source, inside, strerror(err));
+	}
+	close(fd);
+	return attrs ? restrict_mount(inside, is_dir, attrs, recursive) : 0;
+}
+
+/*
+ * The pod's /proc, whose sensitive parts the container runtime already masks or makes
+ * read-only; a fresh procfs would come without those masks. The kernel tunables are made
+ * read-only here as well, for pods that run privileged (where the runtime masks nothing).
+ */
+static const char *const proc_read_only[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+					     "/proc/bus", "/proc/fs"};
+
+static int bind_proc(void)
+{
+	const uint64_t noexec = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+
+	if (bind_in("/proc", "/proc", 1, noexec))
+		return -1;
+	for (size_t i = 0; i < sizeof(proc_read_only) / sizeof(*proc_read_only); i++) {
+		const char *path = proc_read_only[i];
+		struct stat st;
+
+		if (stat(path, &st) != 0)
+			continue;
+		if (bind_in(path, path, 1, noexec | MOUNT_ATTR_RDONLY))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * This job's directory under `parent` (a root-only directory the node made at start):
+ * created on the job's first step, mode 1777 like any /tmp, removed by the epilog.
+ */
+static int job_dir(const char *parent, unsigned int job_id, char *out, size_t out_len)
+{
+	char name[16];
+	struct stat st;
+	int parent_fd, fd;
+
+	parent_fd = open(parent, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (parent_fd < 0)
+		return fail("job directory parent %s: %s", parent, strerror(errno));
+	if (fstat(parent_fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077)) {
+		close(parent_fd);
+		return fail("job directory parent %s is not private to root", parent);
+	}
+	snprintf(name, sizeof(name), "%u", job_id);
+	if (mkdirat(parent_fd, name, 0700) != 0 && errno != EEXIST) {
+		int err = errno;
+
+		close(parent_fd);
+		return fail("create %s/%s: %s", parent, name, strerror(err));
+	}
+	fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(parent_fd);
+	if (fd < 0)
+		return fail("open %s/%s: %s", parent, name, strerror(errno));
+	if (fstat(fd, &st) != 0 || st.st_uid != 0 || fchmod(fd, 01777) != 0) {
+		close(fd);
+		return fail("%s/%s is not root's own directory", parent, name);
+	}
+	close(fd);
+	snprintf(out, out_len, "%s/%s", parent, name);
+	return 0;
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Make the mount at `root` the calling process's `/`: move it over the old root, chroot. */
+static int switch_root(const char *root)
+{
+	if (chdir(root) != 0)
+		return fail("chdir %s: %s", root, strerror(errno));
+	if (mount(".", "/", NULL, MS_MOVE, NULL) != 0)
+		return fail("move %s over /: %s", root, strerror(errno));
+	if (chroot(".") != 0)
+		return fail("chroot into %s: %s", root, strerror(errno));
+	if (chdir("/") != 0)
+		return fail("chdir / in %s: %s", root, strerror(errno));
+	return 0;
+}
+
+static int private_namespace(void)
+{
+	if (unshare(CLONE_NEWNS) != 0)
+		return fail("unshare(CLONE_NEWNS): %s", strerror(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return fail("make / private: %s", strerror(errno));
+	return 0;
+}
+
+static int in_private_namespace;
+
+static int bind_node_local(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound)
+{
+	const uint64_t plain = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	char dir[PATH_MAX];
+
+	/* Device nodes must stay usable (GPUs, /dev/null); no setuid program comes from there. */
+	if (bind_proc() || bind_in("/sys", "/sys", 1, plain | MOUNT_ATTR_NOEXEC) ||
+	    bind_in("/dev", "/dev", 1, MOUNT_ATTR_NOSUID))
+		return -1;
+	if (job_dir(cfg->job_tmp, job_id, dir, sizeof(dir)) || bind_in(dir, "/tmp", 0, plain))
+		return -1;
+	if (job_dir(cfg->job_shm, job_id, dir, sizeof(dir)) || bind_in(dir, "/dev/shm", 0, plain))
+		return -1;
+	if (cfg->munge[0] && is_dir(cfg->munge) && bind_in(cfg->munge, cfg->munge, 0, plain))
+		return -1;
+	if (cfg->spool[0] && bind_in(cfg->spool, cfg->spool, 0, plain))
+		return -1;
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		const struct jail_bind *b = &cfg->binds[i];
+
+		/* Each node has only its own pool's submounts: bind those that exist here. */
+		if (access(b->source, F_OK) == 0 &&
+		    bind_in(b->source, b->target, 1, plain | (b->read_only ? MOUNT_ATTR_RDONLY : 0)))
+			return -1;
+	}
+	/* Only GPU nodes stage driver files (the slurmd entrypoint does), so its absence is normal. */
+	if (cfg->gpu_driver[0] && is_dir(cfg->gpu_driver)) {
+		if (bind_in(cfg->gpu_driver, cfg->gpu_driver, 1, plain | MOUNT_ATTR_RDONLY))
+			return -1;
+		*gpu_bound = 1;
+	}
+	return 0;
+}
+
+int jail_enter(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound)
+{
+	char probe[PATH_MAX];
+	int rc;
+
+	*gpu_bound = 0;
+	if (snprintf(probe, sizeof(probe), "%s/etc/passwd", cfg->jail) >= (int)sizeof(probe))
+		return fail("the jail path %s is too long", cfg->jail);
+	if (access(probe, R_OK) != 0)
+		return fail("the jail at %s is not usable (%s: %s)", cfg->jail, probe,
+			    strerror(errno));
+	if (!cfg->job_tmp[0] || !cfg->job_shm[0])
+		return fail("plugstack.conf lacks job_tmp= or job_shm=");
+	if (private_namespace())
+		return -1;
+	in_private_namespace = 1;
+	/* The jail must be a mount point of its own to be moved over `/`. */
+	if (mount(cfg->jail, cfg->jail, NULL, MS_BIND | MS_REC, NULL) != 0)
+		return fail("bind %s onto itself: %s", cfg->jail, strerror(errno));
+	root_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root_fd < 0)
+		return fail("open %s: %s", cfg->jail, strerror(errno));
+	rc = bind_node_local(cfg, job_id, gpu_bound);
+	close(root_fd);
+	root_fd = -1;
+	return rc ? rc : switch_root(cfg->jail);
+}
+
+int jail_enter_void(const struct jail_config *cfg)
+{
+	char tmp[PATH_MAX];
+	char saved[sizeof(jail_error)];
+
+	memcpy(saved, jail_error, sizeof(saved));
+	if (!in_private_namespace && private_namespace())
+		return -1;
+	in_private_namespace = 1;
+	if (mount("void", cfg->jail, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=64k,mode=0755") != 0)
+		return fail("mount an empty root at %s: %s", cfg->jail, strerror(errno));
+	/* slurmstepd falls back to /tmp when it cannot enter the job's directory. */
+	if (snprintf(tmp, sizeof(tmp), "%s/tmp", cfg->jail) >= (int)sizeof(tmp))
+		return fail("the jail path %s is too long", cfg->jail);
+	if (mkdir(tmp, 01777) != 0 || chmod(tmp, 01777) != 0)
+		return fail("create %s: %s", tmp, strerror(errno));
+	if (switch_root(cfg->jail))
+		return -1;
+	memcpy(jail_error, saved, sizeof(saved));
+	return 0;
+}

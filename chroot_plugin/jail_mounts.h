@@ -1,0 +1,28 @@
+/* Entering the jail: a private mount namespace in which the jail is the root. No Slurm
+ * dependency, so a test harness runs it as root on its own (tests/test_jail_mounts.c). */
+#ifndef SLURM_STACK_JAIL_MOUNTS_H
+#define SLURM_STACK_JAIL_MOUNTS_H
+
+#include <stddef.h>
+
+#include "jail_args.h"
+
+/* Why the last call failed, for the slurmd log and the job's stderr. */
+extern char jail_error[1024];
+
+/*
+ * In the calling process (slurmstepd, before it opens the job's files or changes into its
+ * directory): a private mount namespace; the node-local pieces bound into the jail; a
+ * private /tmp and /dev/shm for job `job_id`; then the jail becomes `/`. Sets *gpu_bound
+ * when this node's GPU driver files were bound in. Returns 0, or -1 with jail_error set.
+ */
+int jail_enter(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound);
+
+/*
+ * After jail_enter failed: make `/` an empty, throwaway directory, so that nothing the step
+ * does next (open the job's files, change into its directory) reaches the pod's own files.
+ * Returns 0, or -1 with jail_error set (the step must then fail).
+ */
+int jail_enter_void(const struct jail_config *cfg);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * The jail's mounts and a task's limits, run for real as root without Slurm: each case forks
+ * a child that enters a scratch jail the way slurmstepd does, then checks from inside.
+ * Prints "N passed, N failed". Usage: test_jail_mounts SCRATCH_DIR (empty, root-owned).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../jail_mounts.h"
+#include "../task_limits.h"
+
+static int passed, failed;
+static char scratch[256];
+
+#define CHECK(cond)                                                                  \
+	do {                                                                         \
+		if (cond) {                                                          \
+			passed++;                                                    \
+		} else {                                                             \
+			failed++;                                                    \
+			fprintf(stderr, "%s:%d: FAILED: %s (%s)\n", __FILE__, __LINE__, #cond, \
+				jail_error);                                         \
+		}                                                                    \
+	} while (0)
+
+static void path(char *out, const char *relative)
+{
+	snprintf(out, PATH_MAX, "%s/%s", scratch, relative);
+}
+
+static void make_dir(const char *relative, mode_t mode)
+{
+	char p[PATH_MAX];
+
+	path(p, relative);
+	mkdir(p, mode);
+	chmod(p, mode);
+}
+
+static void write_file(const char *relative, const char *content)
+{
+	char p[PATH_MAX];
+	FILE *f;
+
+	path(p, relative);
+	f = fopen(p, "w");
+	fputs(content, f);
+	fclose(f);
+}
+
+static int contains(const char *file, const char *needle)
+{
+	char buf[4096] = "";
+	FILE *f = fopen(file, "r");
+	size_t n;
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return strstr(buf, needle) != NULL;
+}
+
+static int mount_flags(const char *p, unsigned long flag)
+{
+	struct statvfs st;
+
+	return statvfs(p, &st) == 0 && (st.f_flag & flag) == flag;
+}
+
+static void config(struct jail_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	path(cfg->jail, "jail");
+	path(cfg->job_tmp, "job-tmp");
+	path(cfg->job_shm, "job-shm");
+	path(cfg->spool, "spool");
+	path(cfg->binds[0].source, "scratch-source");
+	snprintf(cfg->binds[0].target, PATH_MAX, "/scratch");
+	path(cfg->binds[1].source, "site-source");
+	snprintf(cfg->binds[1].target, PATH_MAX, "/opt/site");
+	cfg->binds[1].read_only = 1;
+	cfg->n_binds = 2;
+}
+
+/* Run `body` in a child process; its exit status counts its own failed checks. */
+static void in_child(void (*body)(void))
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		passed = failed = 0;
+		body();
+		_exit(failed > 100 ? 100 : failed);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		failed++;
+		fprintf(stderr, "a child case failed (status %d)\n", status);
+	} else {
+		passed++;
+	}
+}
+
+static void enters_the_jail(void)
+{
+	struct jail_config cfg;
+	char pod_marker[PATH_MAX];
+	int gpu = -1, fd;
+
+	config(&cfg);
+	path(pod_marker, "pod-only");
+	CHECK(jail_enter(&cfg, 42, &gpu) == 0);
+	CHECK(gpu == 0);
+	CHECK(contains("/etc/passwd", "jail-passwd"));
+	/* Nothing of the pod: neither by its old path nor through the spool or /proc. */
+	CHECK(access(pod_marker, F_OK) != 0);
+	CHECK(access("/proc/1/root/etc/passwd", R_OK) != 0 ||
+	      !contains("/proc/1/root/etc/passwd", "pod-only"));
+	/* The job's own /tmp (1777, nosuid, nodev), its /dev/shm, the spool. */
+	struct stat st;
+	CHECK(stat("/tmp", &st) == 0 && (st.st_mode & 07777) == 01777);
+	CHECK(mount_flags("/tmp", ST_NOSUID | ST_NODEV));
+	fd = open("/tmp/job-file", O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	close(fd);
+	fd = open("/dev/shm/job-shm-file", O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	close(fd);
+	CHECK(access(cfg.spool, F_OK) == 0);
+	/* Submounts: read-write ones nosuid,nodev; read-only ones read-only. */
+	CHECK(mount_flags("/scratch", ST_NOSUID | ST_NODEV));
+	CHECK(!mount_flags("/scratch", ST_RDONLY));
+	CHECK(mount_flags("/opt/site", ST_RDONLY | ST_NOSUID | ST_NODEV));
+	CHECK(contains("/opt/site/modules", "gcc"));
+	/* Kernel tunables stay read-only; writing back nothing, the open itself must fail. */
+	fd = open("/proc/sys/kernel/core_pattern", O_WRONLY);
+	CHECK(fd < 0 && errno == EROFS);
+	if (fd >= 0)
+		close(fd);
+	CHECK(mount_flags("/proc", ST_NOSUID | ST_NODEV | ST_NOEXEC));
+	/* No way up out of the new root. */
+	CHECK(chdir("/..") == 0 && contains("etc/passwd", "jail-passwd"));
+}
+
+static void task_limits_for(uid_t uid)
+{
+	char err[256];
+
+	CHECK(task_limit_privileges(uid, err, sizeof(err)) == 0);
+	/* Kept: CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7,
+	 * NET_BIND_SERVICE 10; gone: SYS_ADMIN 21 among all others. */
+	CHECK(contains("/proc/self/status", "CapBnd:\t00000000000004fb"));
+	CHECK(contains("/proc/self/status", uid ? "NoNewPrivs:\t1" : "NoNewPrivs:\t0"));
+}
+
+static void limits_user_task(void)
+{
+	task_limits_for(1000);
+}
+
+static void limits_root_task(void)
+{
+	task_limits_for(0);
+}
+
+static void refuses_a_symlink_and_falls_back_to_an_empty_root(void)
+{
+	struct jail_config cfg;
+	int gpu;
+
+	config(&cfg);
+	/* A user with write access somewhere in the jail plants a link at a bind target. */
+	snprintf(cfg.binds[0].target, PATH_MAX, "/home/user/link/scratch");
+	CHECK(jail_enter(&cfg, 43, &gpu) == -1);
+	CHECK(strstr(jail_error, "symlink") != NULL);
+	CHECK(jail_enter_void(&cfg) == 0);
+	CHECK(strstr(jail_error, "symlink") != NULL); /* the first reason is kept */
+	CHECK(access("/etc/passwd", F_OK) != 0);
+	CHECK(access("/tmp", W_OK) == 0);
+}
+
+static void refuses_an_unusable_jail(void)
+{
+	struct jail_config cfg;
+	int gpu;
+
+	config(&cfg);
+	path(cfg.jail, "empty");
+	CHECK(jail_enter(&cfg, 44, &gpu) == -1);
+	CHECK(strstr(jail_error, "is not usable") != NULL);
+}
+
+static void refuses_a_shared_job_directory_parent(void)
+{
+	struct jail_config cfg;
+	int gpu;
+
+	config(&cfg);
+	path(cfg.job_tmp, "open-parent");
+	CHECK(jail_enter(&cfg, 45, &gpu) == -1);
+	CHECK(strstr(jail_error, "not private to root") != NULL);
+}
+
+int main(int argc, char **argv)
+{
+	char p[PATH_MAX], q[PATH_MAX];
+
+	if (argc != 2 || getuid() != 0) {
+		fprintf(stderr, "usage (as root): test_jail_mounts SCRATCH_DIR\n");
+		return 2;
+	}
+	snprintf(scratch, sizeof(scratch), "%s", argv[1]);
+	make_dir("jail", 0755);
+	make_dir("jail/etc", 0755);
+	write_file("jail/etc/passwd", "jail-passwd\n");
+	make_dir("jail/home", 0755);
+	make_dir("jail/home/user", 0777);
+	path(p, "jail/home/user/link");
+	symlink("/", p);
+	make_dir("empty", 0755);
+	make_dir("job-tmp", 0700);
+	make_dir("job-shm", 0700);
+	make_dir("open-parent", 0755);
+	make_dir("spool", 0755);
+	make_dir("scratch-source", 0755);
+	make_dir("site-source", 0755);
+	write_file("site-source/modules", "gcc/14\n");
+	write_file("pod-only", "pod-only\n");
+
+	in_child(enters_the_jail);
+	path(p, "job-tmp/42/job-file");
+	path(q, "job-shm/42/job-shm-file");
+	CHECK(access(p, F_OK) == 0); /* the job's /tmp is its directory on the node */
+	CHECK(access(q, F_OK) == 0);
+	in_child(limits_user_task);
+	in_child(limits_root_task);
+	in_child(refuses_a_symlink_and_falls_back_to_an_empty_root);
+	in_child(refuses_an_unusable_jail);
+	in_child(refuses_a_shared_job_directory_parent);
+
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
