@@ -65,6 +65,15 @@ def login_service(spec: ClusterSpec) -> Manifest:
         # Keep one user's parallel connections (scp, ControlMaster) on one login pod.
         "sessionAffinity": "ClientIP",
     }
+    if service.type in ("LoadBalancer", "NodePort"):
+        # "Local" preserves the client source IP and routes external traffic only to nodes
+        # with a ready login endpoint, never on to another node (which would put that node's
+        # address in place of the client's): so loadBalancerSourceRanges, NetworkPolicies and
+        # sshd's logs see the real client. A load balancer health-checks nodes for it; with
+        # NodePort, connect to a node that runs a login pod. See
+        # https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy
+        # and https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
+        service_spec["externalTrafficPolicy"] = "Local"
     if service.load_balancer_source_ranges:
         service_spec["loadBalancerSourceRanges"] = list(service.load_balancer_source_ranges)
     return {
