@@ -1,11 +1,13 @@
 """The shipped examples run, and everything they create passes strict schema validation."""
 
+import ipaddress
 import runpy
 
 import pytest
 
 from slurm_stack.offline import ProgramRun, manifests, run_program, validate_manifests
-from tests.conftest import ROOT
+from tests.conftest import PROD_STACK, ROOT
+from tests.helpers import kube
 
 HOST_PROGRAM = ROOT / "examples" / "host-program" / "__main__.py"
 
@@ -49,3 +51,27 @@ def test_validation_catches_a_broken_object(dev_run: ProgramRun) -> None:
     statefulset["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
     problems = validate_manifests([statefulset], ["1.34"])
     assert problems and "volumeMount" in problems[0]
+
+
+# RFC 5737 and RFC 3849 documentation ranges: a placeholder copied unedited admits no one.
+DOCUMENTATION_NETWORKS = [
+    ipaddress.ip_network(n)
+    for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+]
+
+
+@pytest.mark.parametrize("fixture", ["prod_run", "host_run"])
+def test_examples_restrict_who_reaches_ssh(fixture: str, request: pytest.FixtureRequest) -> None:
+    run: ProgramRun = request.getfixturevalue(fixture)
+    (login,) = [s for s in kube(run, "core/v1:Service") if s.name.endswith("-login-service")]
+    spec = login.inputs["spec"]
+    if spec["type"] == "LoadBalancer":
+        ranges = [ipaddress.ip_network(r) for r in spec["loadBalancerSourceRanges"]]
+        assert ranges, "an example load balancer open to the whole internet"
+        for network in ranges:
+            assert any(network.subnet_of(doc) for doc in DOCUMENTATION_NETWORKS), network
+    else:
+        # A NodePort example says how to restrict it and shows the load balancer's way.
+        text = PROD_STACK.read_text()
+        assert "loadBalancerSourceRanges: [198.51.100.0/24]" in text
+        assert "restrict port 30022" in text

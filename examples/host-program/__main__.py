@@ -28,7 +28,14 @@ spec = {
         {"name": "a100", "replicas": 2, "gpus": 8, "gpuType": "a100"},
     ],
     "jail": {"storageClass": "nfs", "size": "500Gi"},
-    "login": {"service": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["10.0.0.0/8"]}},
+    "login": {
+        "service": {
+            "type": "LoadBalancer",
+            # Who may reach SSH: replace the placeholder with your office's or VPN's ranges.
+            # Left empty, the load balancer accepts connections from the whole internet.
+            "loadBalancerSourceRanges": ["198.51.100.0/24"],
+        }
+    },
 }
 
 cluster = SlurmCluster(
