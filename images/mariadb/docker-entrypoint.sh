@@ -3,8 +3,12 @@
 # uses it:
 #   - arguments starting with "-" are options to mariadbd; any other command runs as given;
 #   - an uninitialised datadir is set up from MARIADB_DATABASE, MARIADB_USER,
-#     MARIADB_PASSWORD, MARIADB_ROOT_HOST (default %) and one of MARIADB_ROOT_PASSWORD,
-#     MARIADB_RANDOM_ROOT_PASSWORD, MARIADB_ALLOW_EMPTY_ROOT_PASSWORD;
+#     MARIADB_PASSWORD, MARIADB_ROOT_HOST and MARIADB_ROOT_PASSWORD (or
+#     MARIADB_ALLOW_EMPTY_ROOT_PASSWORD); each may instead come from the file that
+#     <VARIABLE>_FILE names (a mounted Secret), its trailing newlines dropped, as upstream reads
+#     them. Unlike upstream, root is only root@localhost unless MARIADB_ROOT_HOST names another
+#     host, and MARIADB_RANDOM_ROOT_PASSWORD is refused: upstream prints that password to the
+#     log. Nothing secret is ever written to the log or exported to mariadbd;
 #   - an initialised datadir is used as it is.
 # Started as root, it gives the datadir to mysql and runs as mysql.
 set -euo pipefail
@@ -43,22 +47,37 @@ sql_name() { printf '`%s`' "${1//\`/\`\`}"; }
 # rather than taken for a usable datadir. healthcheck.sh also reports unhealthy while it is.
 marker=$datadir/.init-in-progress
 
-initialise() {
-  local root_password root_host=${MARIADB_ROOT_HOST:-%} db=${MARIADB_DATABASE:-}
-  local user=${MARIADB_USER:-} password=${MARIADB_PASSWORD:-}
-  local health_password sql tmp pid i host
-  if [ -n "${MARIADB_ROOT_PASSWORD:-}" ]; then
-    root_password=$MARIADB_ROOT_PASSWORD
-  elif [ -n "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ]; then
-    root_password=$(random_password)
-    echo "GENERATED ROOT PASSWORD: $root_password"
-  elif [ -n "${MARIADB_ALLOW_EMPTY_ROOT_PASSWORD:-}" ]; then
-    root_password=
-  else
-    die "the datadir is uninitialised: set MARIADB_ROOT_PASSWORD, MARIADB_RANDOM_ROOT_PASSWORD or MARIADB_ALLOW_EMPTY_ROOT_PASSWORD"
+# setting_or_file NAME: the value of $NAME, or the content of the file $NAME_FILE names
+# (never both), or "". The value stays in this shell: it is neither exported nor logged.
+setting_or_file() {
+  local name=$1 file_name=${1}_FILE
+  if [ -n "${!name:-}" ] && [ -n "${!file_name:-}" ]; then
+    die "set $name or $file_name, not both"
   fi
-  [ -z "$user" ] || [ -n "$password" ] || die "MARIADB_USER is set without MARIADB_PASSWORD"
-  [ "$user" != root ] || die "MARIADB_USER must not be root (use MARIADB_ROOT_PASSWORD)"
+  if [ -n "${!file_name:-}" ]; then
+    [ -f "${!file_name}" ] && [ -r "${!file_name}" ] || die "$file_name: cannot read ${!file_name}"
+    printf '%s' "$(<"${!file_name}")"
+  else
+    printf '%s' "${!name:-}"
+  fi
+}
+
+initialise() {
+  local root_password root_host db user password
+  local health_password sql tmp pid i host
+  [ -z "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ] \
+    || die "MARIADB_RANDOM_ROOT_PASSWORD is not supported (it would print root's password to the log): set MARIADB_ROOT_PASSWORD_FILE"
+  root_host=$(setting_or_file MARIADB_ROOT_HOST)
+  root_host=${root_host:-localhost}
+  db=$(setting_or_file MARIADB_DATABASE)
+  user=$(setting_or_file MARIADB_USER)
+  password=$(setting_or_file MARIADB_PASSWORD)
+  root_password=$(setting_or_file MARIADB_ROOT_PASSWORD)
+  if [ -z "$root_password" ] && [ -z "${MARIADB_ALLOW_EMPTY_ROOT_PASSWORD:-}" ]; then
+    die "the datadir is uninitialised: set MARIADB_ROOT_PASSWORD_FILE (or MARIADB_ROOT_PASSWORD, or MARIADB_ALLOW_EMPTY_ROOT_PASSWORD)"
+  fi
+  [ -z "$user" ] || [ -n "$password" ] || die "MARIADB_USER is set without MARIADB_PASSWORD(_FILE)"
+  [ "$user" != root ] || die "MARIADB_USER must not be root (use MARIADB_ROOT_PASSWORD_FILE)"
 
   log "initialising $datadir"
   touch "$marker"
@@ -86,6 +105,7 @@ initialise() {
     SELECT CONCAT('DROP USER ', QUOTE(User), '@', QUOTE(Host), ';') FROM mysql.global_priv
     WHERE User = '' OR (User = 'root' AND Host <> 'localhost')")
   sql+="ALTER USER root@localhost IDENTIFIED BY $(sql_string "$root_password");"
+  # Root over the network only when asked for (upstream's default is '%').
   if [ "$root_host" != localhost ]; then
     sql+="CREATE USER root@$(sql_string "$root_host") IDENTIFIED BY $(sql_string "$root_password");"
     sql+="GRANT ALL ON *.* TO root@$(sql_string "$root_host") WITH GRANT OPTION;"
