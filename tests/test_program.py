@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from slurm_stack.k8s.accounting import storage_pass_problem
 from slurm_stack.offline import ProgramRun, run_program
 from slurm_stack.program import run
 from slurm_stack.spec import SpecError
@@ -107,9 +108,10 @@ def test_await_decisions(dev_run: ProgramRun) -> None:
 def test_secrets_stay_secret(dev_run: ProgramRun) -> None:
     auth_key = dev_run.get("random:index/randomBytes:RandomBytes", "dev-secrets-auth-key")
     password = dev_run.get("random:index/randomPassword:RandomPassword", "dev-secrets-db-password")
+    root = dev_run.get("random:index/randomPassword:RandomPassword", "dev-secrets-db-root-password")
     assert "base64" in auth_key.secret_outputs
-    assert "result" in password.secret_outputs
-    secret_values = {auth_key.outputs["base64"], password.outputs["result"]}
+    assert "result" in password.secret_outputs and "result" in root.secret_outputs
+    secret_values = {auth_key.outputs["base64"], password.outputs["result"], root.outputs["result"]}
     for kind in ("core/v1:Secret",):
         for secret in kube(dev_run, kind):
             assert secret.secret_inputs & {"data", "stringData"}, secret.urn
@@ -322,3 +324,95 @@ def test_embedded_mariadb_is_sized_as_slurms_accounting_guide_asks(dev_run: Prog
         lambda c: c["accounting"]["embedded"].update(resources={"limits": {"memory": "32Gi"}})
     )
     assert args(bigger)[:2] == ["--innodb-buffer-pool-size=8192M", "--innodb-log-file-size=2048M"]
+
+
+DB_PASSWORDS = ("dev-secrets-db-password", "dev-secrets-db-root-password")
+
+
+def test_embedded_mariadb_has_root_at_localhost_and_passwords_only_in_files(
+    dev_run: ProgramRun,
+) -> None:
+    statefulset = by_name(dev_run, "apps/v1:StatefulSet", "dev-mariadb")
+    pod = statefulset.inputs["spec"]["template"]["spec"]
+    mariadb = containers(statefulset)["mariadb"]
+    # Plain values only: nothing comes from a Secret into the environment.
+    assert all(set(entry) == {"name", "value"} for entry in mariadb["env"])
+    env = {e["name"]: e["value"] for e in mariadb["env"]}
+    assert "MARIADB_RANDOM_ROOT_PASSWORD" not in env  # upstream prints that one to the log
+    assert not {"MARIADB_PASSWORD", "MARIADB_ROOT_PASSWORD"} & set(env)
+    assert env["MARIADB_ROOT_HOST"] == "localhost"  # upstream's default is '%'
+    passwords = {
+        name: dev_run.get("random:index/randomPassword:RandomPassword", name).outputs["result"]
+        for name in DB_PASSWORDS
+    }
+    assert not any(value in json.dumps(statefulset.inputs) for value in passwords.values())
+
+    # Each *_FILE is a key of the right Secret, mounted read-only for the pod's group only.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in mariadb["volumeMounts"]}
+
+    def secret_behind(path: str) -> str:
+        directory, key = path.rsplit("/", 1)
+        assert mounts[directory]["readOnly"] is True
+        source = volumes[mounts[directory]["name"]]["secret"]
+        assert source["items"] == [{"key": key, "path": key}]
+        assert source["defaultMode"] == 0o440
+        return source["secretName"]
+
+    assert secret_behind(env["MARIADB_PASSWORD_FILE"]) == "dev-db-password"
+    assert secret_behind(env["MARIADB_ROOT_PASSWORD_FILE"]) == "dev-db-root-password"
+    root_secret = by_name(dev_run, "core/v1:Secret", "dev-db-root-password")
+    assert root_secret.inputs["stringData"] == {"password": passwords[DB_PASSWORDS[1]]}
+    assert "stringData" in root_secret.secret_inputs
+    assert passwords[DB_PASSWORDS[0]] != passwords[DB_PASSWORDS[1]]
+    # slurmdbd's pod cannot even name root's Secret.
+    slurmdbd = by_name(dev_run, "apps/v1:Deployment", "dev-accounting")
+    assert "dev-db-root-password" not in json.dumps(slurmdbd.inputs)
+
+
+def test_generated_database_passwords_are_letters_and_digits(dev_run: ProgramRun) -> None:
+    for name in DB_PASSWORDS:
+        password = dev_run.get("random:index/randomPassword:RandomPassword", name)
+        # No special characters at all ('#' is among random's defaults): nothing that
+        # slurmdbd.conf, SQL or a shell would need quoted.
+        assert password.inputs["special"] is False
+        assert "overrideSpecial" not in password.inputs
+        assert password.inputs["length"] == 32
+        assert password.outputs["result"].isalnum()
+        assert storage_pass_problem(password.outputs["result"]) is None
+
+
+def test_mariadb_operator_gets_roots_own_password() -> None:
+    result = _run_with(lambda c: c["accounting"].update(mode="mariadb-operator"))
+    operator = next(r for r in result.resources if r.type.endswith("MariaDB"))
+    spec = operator.inputs["spec"]
+    assert spec["rootPasswordSecretKeyRef"]["name"] == "dev-db-root-password"
+    assert spec["passwordSecretKeyRef"]["name"] == "dev-db-password"
+    assert by_name(result, "core/v1:Secret", "dev-db-root-password")
+
+
+def test_external_database_has_no_root_secret(prod_run: ProgramRun) -> None:
+    assert not [
+        r for r in kube(prod_run, "core/v1:Secret") if "root" in r.inputs["metadata"]["name"]
+    ]
+    assert not [r for r in prod_run.resources if r.name.endswith("db-root-password")]
+
+
+@pytest.mark.parametrize("password", ["s3cret#tail", "two words", "new\nline", 'q"uote', "back\\"])
+def test_an_accounting_password_slurmdbd_conf_cannot_hold_is_refused(password: str) -> None:
+    import yaml
+
+    from tests.conftest import DEV_STACK
+
+    config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
+    config["accounting"] = {"mode": "external", "external": {"host": "db.example.org"}}
+    key = "slurm-stack:accountingDbPassword"
+    with pytest.raises(SpecError) as error:
+        run_program(
+            run,
+            config={"slurm-stack:cluster": json.dumps(config), key: password},
+            secret_keys=[key],
+        )
+    message = str(error.value)
+    assert f"{key}: cannot be written to slurmdbd.conf" in message
+    assert password not in message

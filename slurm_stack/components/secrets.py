@@ -1,4 +1,4 @@
-"""ClusterSecrets: the munge (or slurm) key, SSH host keys and the database password."""
+"""ClusterSecrets: the munge (or slurm) key, SSH host keys and the database passwords."""
 
 import pulumi
 import pulumi_random as random
@@ -6,14 +6,22 @@ import pulumi_tls as tls
 from pulumi_kubernetes.core.v1 import Secret
 
 from slurm_stack.components.kube import child_options, register
-from slurm_stack.k8s.accounting import PASSWORD_KEY, db_password_secret
+from slurm_stack.k8s.accounting import (
+    DB_COMPONENT,
+    PASSWORD_KEY,
+    db_password_secret,
+    db_root_password_secret,
+    storage_pass_problem,
+)
 from slurm_stack.k8s.common import metadata, munge_key_secret_name
 from slurm_stack.k8s.directory import sssd_secret_name
 from slurm_stack.k8s.login import host_keys_secret_name
 from slurm_stack.render.directory import sssd_secret_files
+from slurm_stack.spec import DB_PASSWORD_CONFIG_KEY, SpecError, SpecIssue
 from slurm_stack.spec.models import ClusterSpec
 
 AUTH_KEY_BYTES = 1024
+DB_PASSWORD_LENGTH = 32
 HOST_KEY_ALGORITHMS = {
     "ed25519": {"algorithm": "ED25519"},
     "ecdsa": {"algorithm": "ECDSA", "ecdsa_curve": "P256"},
@@ -43,6 +51,8 @@ class ClusterSecrets(pulumi.ComponentResource):
             password = self._db_password(name, spec, db_password)
             if password is not None:
                 self.secrets.append(password)
+            if spec.accounting.mode != "external":
+                self.secrets.append(self._db_root_password(name, spec))
         self.register_outputs({"secretNames": [s.metadata.name for s in self.secrets]})
 
     def _auth_key(self, name: str, spec: ClusterSpec) -> Secret:
@@ -97,17 +107,41 @@ class ClusterSecrets(pulumi.ComponentResource):
         if spec.accounting.mode == "external":
             if spec.accounting.external.password_secret is not None:
                 return None  # the user's own Secret
-            password: pulumi.Input[str] = pulumi.Output.secret(given)
+            password: pulumi.Input[str] = pulumi.Output.secret(given).apply(_storage_pass)
         else:
-            password = random.RandomPassword(
-                f"{name}-db-password",
-                length=32,
-                special=False,
-                opts=pulumi.ResourceOptions(parent=self),
-            ).result
+            password = self._random_password(f"{name}-db-password")
         manifest = {
             "metadata": metadata(spec, secret_name, "accounting"),
             "type": "Opaque",
             "stringData": {PASSWORD_KEY: password},
         }
         return register(Secret, f"{name}-db-password", manifest, child_options(self))
+
+    def _db_root_password(self, name: str, spec: ClusterSpec) -> Secret:
+        """Root's password of the database slurm-stack creates, in a Secret of its own that
+        only the database pod (or the mariadb-operator) reads."""
+        secret_name, key = db_root_password_secret(spec)
+        manifest = {
+            "metadata": metadata(spec, secret_name, DB_COMPONENT),
+            "type": "Opaque",
+            "stringData": {key: self._random_password(f"{name}-db-root-password")},
+        }
+        return register(Secret, f"{name}-db-root-password", manifest, child_options(self))
+
+    def _random_password(self, name: str) -> pulumi.Output[str]:
+        # Letters and digits only: nothing slurmdbd.conf, SQL or a shell would need quoted.
+        return random.RandomPassword(
+            name,
+            length=DB_PASSWORD_LENGTH,
+            special=False,
+            opts=pulumi.ResourceOptions(parent=self),
+        ).result
+
+
+def _storage_pass(password: str) -> str:
+    """The accounting password from stack config, if slurmdbd.conf can hold it (checked once
+    the secret is decrypted; the error never shows it)."""
+    problem = storage_pass_problem(password)
+    if problem is not None:
+        raise SpecError([SpecIssue("", problem)], DB_PASSWORD_CONFIG_KEY)
+    return password

@@ -27,6 +27,29 @@ COMPONENT = "accounting"
 DB_COMPONENT = "database"
 PASSWORD_KEY = "password"
 
+# The embedded MariaDB reads both passwords from Secret files (`*_FILE`, as the upstream
+# image does): no password is ever in a pod's environment.
+MARIADB_USER_SECRET_DIR = "/run/secrets/mariadb-user"
+MARIADB_ROOT_SECRET_DIR = "/run/secrets/mariadb-root"
+
+# What slurmdbd.conf can hold as StoragePass (src/common/parse_config.c): an unquoted value
+# ends at whitespace, an unescaped `#` starts a comment, `\` is an escape character (and one
+# at the end of a line continues it), and a value in `"…"` loses its quotes. Other printable
+# ASCII is read back as written. images/base/entrypoint (role_slurmdbd) has the same rule.
+STORAGE_PASS_FORBIDDEN = frozenset('#\\"')
+
+
+def storage_pass_problem(password: str) -> str | None:
+    """Why slurmdbd.conf cannot hold ``password`` (never quoting it), or None if it can."""
+    if not password:
+        return "is empty"
+    if not all("!" <= c <= "~" and c not in STORAGE_PASS_FORBIDDEN for c in password):
+        return (
+            "cannot be written to slurmdbd.conf: use printable ASCII without spaces, "
+            "newlines, '#', '\\' or '\"'"
+        )
+    return None
+
 
 def db_password_secret(spec: ClusterSpec) -> tuple[str, str]:
     """(Secret name, key) of the database password slurmdbd uses."""
@@ -34,6 +57,24 @@ def db_password_secret(spec: ClusterSpec) -> tuple[str, str]:
     if spec.accounting.mode == "external" and ref is not None:
         return ref.name, ref.key
     return f"{spec.name}-db-password", PASSWORD_KEY
+
+
+def db_root_password_secret(spec: ClusterSpec) -> tuple[str, str]:
+    """(Secret name, key) of the root password of a database slurm-stack creates. A Secret of
+    its own: slurmdbd's pod can name only the password it uses."""
+    return f"{spec.name}-db-root-password", PASSWORD_KEY
+
+
+def _secret_volume(name: str, secret: str, key: str) -> Manifest:
+    """One key of a Secret as a file readable by the pod's fsGroup only."""
+    return {
+        "name": name,
+        "secret": {
+            "secretName": secret,
+            "items": [{"key": key, "path": key}],
+            "defaultMode": 0o440,
+        },
+    }
 
 
 def db_claim_name(spec: ClusterSpec) -> str:
@@ -96,9 +137,11 @@ def mariadb_args(spec: ClusterSpec) -> list[str]:
 
 
 def db_statefulset(spec: ClusterSpec) -> Manifest:
-    """Upstream MariaDB with the slurm user and database created on first start."""
+    """Upstream MariaDB with the slurm user and database created on first start; root only
+    at localhost (the default host of upstream's root is '%'), both passwords from files."""
     name = naming.database_name(spec.name)
     secret, key = db_password_secret(spec)
+    root_secret, root_key = db_root_password_secret(spec)
     endpoint = database_endpoint(spec)
     health = ["healthcheck.sh", "--connect", "--innodb_initialized"]
     mariadb = {
@@ -107,18 +150,18 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
         "imagePullPolicy": spec.images.pull_policy,
         "args": mariadb_args(spec),
         "ports": [{"name": "mysql", "containerPort": paths.MYSQL_PORT}],
-        "env": [
-            *env(
-                MARIADB_DATABASE=str(endpoint["database"]),
-                MARIADB_RANDOM_ROOT_PASSWORD="yes",
-                MARIADB_USER=str(endpoint["user"]),
-            ),
-            {
-                "name": "MARIADB_PASSWORD",
-                "valueFrom": {"secretKeyRef": {"name": secret, "key": key}},
-            },
+        "env": env(
+            MARIADB_DATABASE=str(endpoint["database"]),
+            MARIADB_USER=str(endpoint["user"]),
+            MARIADB_PASSWORD_FILE=f"{MARIADB_USER_SECRET_DIR}/{key}",
+            MARIADB_ROOT_HOST="localhost",
+            MARIADB_ROOT_PASSWORD_FILE=f"{MARIADB_ROOT_SECRET_DIR}/{root_key}",
+        ),
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/var/lib/mysql"},
+            {"name": "user-password", "mountPath": MARIADB_USER_SECRET_DIR, "readOnly": True},
+            {"name": "root-password", "mountPath": MARIADB_ROOT_SECRET_DIR, "readOnly": True},
         ],
-        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
         "resources": resources(spec.accounting.embedded.resources),
         "securityContext": non_root(paths.MARIADB_UID),
         "startupProbe": {"exec": {"command": health}, "periodSeconds": 5, "failureThreshold": 120},
@@ -144,7 +187,9 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
                         {
                             "name": "data",
                             "persistentVolumeClaim": {"claimName": db_claim_name(spec)},
-                        }
+                        },
+                        _secret_volume("user-password", secret, key),
+                        _secret_volume("root-password", root_secret, root_key),
                     ],
                 },
             },
@@ -153,8 +198,10 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
 
 
 def mariadb_operator_resource(spec: ClusterSpec) -> Manifest:
-    """A `k8s.mariadb.com/v1alpha1` MariaDB for an installed mariadb-operator."""
+    """A `k8s.mariadb.com/v1alpha1` MariaDB for an installed mariadb-operator. Root has its
+    own password: the operator manages the server as root over the network."""
     secret, key = db_password_secret(spec)
+    root_secret, root_key = db_root_password_secret(spec)
     endpoint = database_endpoint(spec)
     volume = spec.accounting.embedded.volume
     storage: Manifest = {"size": volume.size}
@@ -165,7 +212,11 @@ def mariadb_operator_resource(spec: ClusterSpec) -> Manifest:
         "kind": "MariaDB",
         "metadata": metadata(spec, naming.database_name(spec.name), DB_COMPONENT),
         "spec": {
-            "rootPasswordSecretKeyRef": {"name": secret, "key": key, "generate": False},
+            "rootPasswordSecretKeyRef": {
+                "name": root_secret,
+                "key": root_key,
+                "generate": False,
+            },
             "database": endpoint["database"],
             "username": endpoint["user"],
             "passwordSecretKeyRef": {"name": secret, "key": key, "generate": False},
@@ -231,14 +282,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                     "containers": [slurmdbd],
                     "volumes": [
                         {"name": "slurmdbd-config", "configMap": {"name": config_map}},
-                        {
-                            "name": "db-password",
-                            "secret": {
-                                "secretName": secret,
-                                "items": [{"key": key, "path": key}],
-                                "defaultMode": 0o440,
-                            },
-                        },
+                        _secret_volume("db-password", secret, key),
                         run_volume(),
                         {"name": "spool", "emptyDir": {}},
                         *(
