@@ -294,6 +294,29 @@ def test_version_24_11_changes_default_image_tags():
     assert spec.image("worker") == "ghcr.io/slurm-stack/worker:24.11-0.1.0"
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+PROJECT_IMAGES = ("controller", "worker", "login", "accounting", "munge", "jail", "ops", "sssd")
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        f"registry.example.com/slurm-stack/worker@{DIGEST}",
+        f"registry.example.com/slurm-stack/worker:26.05-0.1.0@{DIGEST}",
+        f"registry.example.com:5000/slurm-stack/worker@{DIGEST}",
+    ],
+    ids=["digest", "tag-and-digest", "registry-port-and-digest"],
+)
+def test_every_image_can_be_pinned_by_digest(reference: str) -> None:
+    raw = copy.deepcopy(MINIMAL)
+    raw["images"] = {component: reference for component in (*PROJECT_IMAGES, "mariadb")}
+    raw["jail"]["populate"] = {"image": reference}
+    spec = load_spec(raw)
+    for component in (*PROJECT_IMAGES, "mariadb"):
+        assert spec.image(component) == reference, component
+    assert spec.jail.populate.image == reference
+
+
 def test_nccl_can_be_turned_off_for_gpu_pools_without_a_gpu_type():
     raw = copy.deepcopy(MINIMAL)
     raw["workerPools"] = [{"name": "gpu", "gpus": 4}]
@@ -701,6 +724,44 @@ INVALID = [
         "images.tag",
         "'26.05 rc1' is not a pinned image tag",
         id="image-tag-bad-characters",
+    ),
+    bad(
+        {"images.worker": "ghcr.io/acme/worker@sha256:abc123"},
+        "images.worker",
+        "has a malformed digest 'sha256:abc123': give 'sha256:' and 64 lowercase hex digits",
+        id="image-digest-too-short",
+    ),
+    bad(
+        {"images.mariadb": "mariadb:11.8@sha256:" + "AB" * 32},
+        "images.mariadb",
+        "has a malformed digest",
+        id="image-digest-uppercase",
+    ),
+    bad(
+        {"jail.populate.image": "ghcr.io/acme/jail@md5:" + "ab" * 16},
+        "jail.populate.image",
+        "has a malformed digest 'md5:",
+        id="populate-image-digest-not-sha256",
+    ),
+    bad(
+        {"images.tag": "26.05-0.1.0@sha256:" + "ab" * 32},
+        "images.tag",
+        "is a digest, which names one image, not a tag for all of them: pin each image by "
+        "digest under images.<component>",
+        id="image-tag-is-a-digest",
+    ),
+    bad(
+        {"images.registry": "registry.example.com/slurm-stack@sha256:" + "ab" * 32},
+        "images.registry",
+        "is not a registry path like 'registry.example.com/slurm-stack' (lowercase, no tag or "
+        "digest",
+        id="image-registry-with-digest",
+    ),
+    bad(
+        {"images.registry": "registry.example.com/slurm-stack/"},
+        "images.registry",
+        "is not a registry path",
+        id="image-registry-trailing-slash",
     ),
     bad(
         {"login.service.loadBalancerSourceRanges": ["10.0.0.0/8", "203.0.113.0/33"]},

@@ -12,10 +12,13 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GRES_TYPE = re.compile(r"^[A-Za-z0-9_]+$")
 _SLURM_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*)=(?P<value>\S.*)$")
 _SSHD_LINE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*)\s+(?P<value>\S.*)$")
+_IMAGE_NAME = r"[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
 _IMAGE_REF = re.compile(
-    r"^(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
-    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[a-f0-9]{64}))?$"
+    rf"^(?P<name>{_IMAGE_NAME})"
+    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>[^@]*))?$"
 )
+_IMAGE_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
+_IMAGE_REGISTRY = re.compile(rf"^{_IMAGE_NAME}$")
 # Partition keys the partition line itself carries.
 OWNED_PARTITION_KEYS = ("PartitionName", "Nodes", "Default", "MaxTime", "State")
 _SSH_KEY_TYPES = (
@@ -94,10 +97,20 @@ def gres_type(value: str) -> str:
 
 
 def image_ref(value: str) -> str:
-    """A pinned container image reference: a tag other than 'latest', or a digest."""
+    """A pinned container image reference: a tag other than 'latest', a digest, or both
+    (`registry/name:tag`, `registry/name@sha256:<hex>`, `registry/name:tag@sha256:<hex>`)."""
     match = _IMAGE_REF.match(value)
     if not match:
-        raise ValueError(f"{value!r} is not an image reference like 'registry/name:tag'")
+        raise ValueError(
+            f"{value!r} is not an image reference like 'registry/name:tag' or "
+            "'registry/name@sha256:<64 hex digits>'"
+        )
+    if match["digest"] is not None and not _IMAGE_DIGEST.match(match["digest"]):
+        raise ValueError(
+            f"{value!r} has a malformed digest {match['digest']!r}: give 'sha256:' and 64 "
+            "lowercase hex digits, as `podman image inspect --format '{{.Digest}}'` or "
+            "`crane digest` print it"
+        )
     if not match["digest"] and match["tag"] in (None, "latest"):
         raise ValueError(f"{value!r} is not pinned: give a version tag (not 'latest') or a digest")
     return value
@@ -105,8 +118,25 @@ def image_ref(value: str) -> str:
 
 def image_tag(value: str) -> str:
     """An image tag other than 'latest'."""
+    if "sha256:" in value:
+        raise ValueError(
+            f"{value!r} is a digest, which names one image, not a tag for all of them: pin each "
+            "image by digest under images.<component> (e.g. images.worker: "
+            "'registry.example.com/slurm-stack/worker@sha256:<hex>')"
+        )
     if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", value) or value == "latest":
         raise ValueError(f"{value!r} is not a pinned image tag (e.g. '26.05-0.1.0', not 'latest')")
+    return value
+
+
+def image_registry(value: str) -> str:
+    """Where the project's images live: a registry and repository path, with no tag or digest
+    (`<registry>/<component>:<tag>` is built from it)."""
+    if not _IMAGE_REGISTRY.match(value):
+        raise ValueError(
+            f"{value!r} is not a registry path like 'registry.example.com/slurm-stack' (lowercase, "
+            "no tag or digest: pin an image by digest under images.<component>)"
+        )
     return value
 
 
@@ -188,6 +218,7 @@ SshdLine = Annotated[str, AfterValidator(sshd_line)]
 GresType = Annotated[str, AfterValidator(gres_type)]
 ImageRef = Annotated[str, AfterValidator(image_ref)]
 ImageTag = Annotated[str, AfterValidator(image_tag)]
+ImageRegistry = Annotated[str, AfterValidator(image_registry)]
 SshPublicKey = Annotated[str, AfterValidator(ssh_public_key)]
 Cidr = Annotated[str, AfterValidator(cidr)]
 CronSchedule = Annotated[str, AfterValidator(cron_schedule)]

@@ -20,6 +20,7 @@ from slurm_stack.spec.fields import (
     DnsLabel,
     GresType,
     ImageRef,
+    ImageRegistry,
     ImageTag,
     MessageSize,
     PartitionOption,
@@ -86,9 +87,11 @@ class Volume(SpecModel):
 
 
 class Images(SpecModel):
-    """Container images. Each component defaults to `<registry>/<component>:<tag>`."""
+    """Container images. Each component defaults to `<registry>/<component>:<tag>`; a full
+    reference under the component's key replaces that, and pins it by digest with
+    `name@sha256:<hex>` or `name:tag@sha256:<hex>` (docs/deploy.md)."""
 
-    registry: str = "ghcr.io/slurm-stack"
+    registry: ImageRegistry = "ghcr.io/slurm-stack"
     tag: ImageTag | None = None
     pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     pull_secrets: list[DnsLabel] = Field(default_factory=list)
