@@ -31,10 +31,7 @@ def write_projected(
     for relative, content, mode in files:
         target = payload / relative
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        target.write_bytes(content)
-        target.chmod(mode)
-        if fs_group is not None:
-            os.chown(target, -1, fs_group)
+        _write_file(target, content, mode, fs_group)
         top_level.add(Path(relative).parts[0])
     staged_link = directory / "..data_tmp"
     staged_link.unlink(missing_ok=True)
@@ -52,3 +49,20 @@ def write_projected(
         link = directory / name
         if not link.is_symlink():
             link.symlink_to(f"{DATA_LINK}/{name}")
+
+
+def _write_file(path: Path, content: bytes, mode: int, fs_group: int | None) -> None:
+    """Create ``path`` with its final group and mode, then write ``content``: a Secret's bytes
+    are never in a file that more users may read than its mode allows. The file is new
+    (O_EXCL, in a fresh payload directory) and readable by its owner only until its group
+    is set; fchmod then sets the mode exactly, whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o600)
+    try:
+        if fs_group is not None:
+            os.fchown(fd, -1, fs_group)
+        os.fchmod(fd, mode)
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
