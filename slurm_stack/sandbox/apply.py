@@ -115,10 +115,24 @@ def write_hosts(plan: Plan, state: SandboxState) -> None:
     os.chmod(state.hosts_file, 0o644)
 
 
+# The kubelet's emptyDir plugin (kubernetes/kubernetes, pkg/volume/emptydir/empty_dir.go):
+# setupDir makes the directory 0777 (defaultPerm); for medium Memory, setupTmpfs first runs
+# setupDir and then mounts a tmpfs over it with no option but size=<bytes> (and noswap on
+# kernels that have it), so the volume is the tmpfs root with tmpfs's default mode, 1777
+# (tmpfs(5)): world-writable, but only a file's owner may delete or rename it.
+EMPTY_DIR_MODE = 0o777
+MEMORY_EMPTY_DIR_MODE = 0o1777
+
+
+def tmpfs_options(size: int) -> str:
+    """The mount options of a medium Memory emptyDir of ``size`` bytes (0: no limit)."""
+    return f"mode={MEMORY_EMPTY_DIR_MODE:o}" + (f",size={size}" if size else "")
+
+
 def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
-    """Volume directories as the kubelet leaves them: emptyDir fresh and 0777 (a tmpfs of its
-    size for medium Memory), a volume whose group is not the pod's fsGroup handed to that
-    group (setgid, group-writable)."""
+    """Volume directories as the kubelet leaves them: emptyDir fresh and 0777 (a 1777 tmpfs
+    of its size for medium Memory), a volume whose group is not the pod's fsGroup handed to
+    that group (setgid, group-writable)."""
     memory = dict(pod.memory_dirs)
     for path in pod.volume_dirs:
         directory = Path(path)
@@ -126,15 +140,14 @@ def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
             unmount_below(directory)
             shutil.rmtree(directory)  # a new pod gets a new emptyDir
         directory.mkdir(parents=True, exist_ok=True)
+        if path in plan.empty_dirs:
+            directory.chmod(EMPTY_DIR_MODE)
         if path in memory:
-            size = f",size={memory[path]}" if memory[path] else ""
             subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"mode=0777{size}", "sandbox-memory", path],
+                ["mount", "-t", "tmpfs", "-o", tmpfs_options(memory[path]), "sandbox-memory", path],
                 check=True,
                 capture_output=True,
             )
-        if path in plan.empty_dirs:
-            directory.chmod(0o777)
         if (
             pod.fs_group is not None
             and path in pod.fs_group_dirs
