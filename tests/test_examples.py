@@ -75,3 +75,12 @@ def test_examples_restrict_who_reaches_ssh(fixture: str, request: pytest.Fixture
         text = PROD_STACK.read_text()
         assert "loadBalancerSourceRanges: [198.51.100.0/24]" in text
         assert "restrict port 30022" in text
+
+
+def test_production_example_bounds_what_login_and_workers_write_to_node_disk(
+    prod_run: ProgramRun,
+) -> None:
+    statefulsets = {s.inputs["metadata"]["name"]: s for s in kube(prod_run, "apps/v1:StatefulSet")}
+    for name in ("prod-login", "prod-h100", "prod-h200"):
+        (main,) = statefulsets[name].inputs["spec"]["template"]["spec"]["containers"]
+        assert main["resources"]["limits"]["ephemeral-storage"], name

@@ -689,6 +689,42 @@ INVALID = [
         id="bad-quantity-resources",
     ),
     bad(
+        {"login.resources": {"limits": {"ephemeral-storage": "20"}}},
+        "login.resources.limits.ephemeral-storage",
+        "'20' is 20 bytes, less than 1Mi: add a unit, e.g. '20Gi'",
+        id="ephemeral-storage-without-unit",
+    ),
+    bad(
+        {"workerPools[0].resources": {"requests": {"memory": "512m"}}},
+        "workerPools[0].resources.requests.memory",
+        "'512m' is 0.512 bytes, a fraction of a byte: 'm' means milli; write '512Mi'",
+        id="memory-in-millibytes",
+    ),
+    bad(
+        {
+            "workerPools[1].resources": {
+                "requests": {"ephemeral-storage": "200Gi"},
+                "limits": {"ephemeral-storage": "100Gi"},
+            }
+        },
+        "workerPools[1].resources.requests.ephemeral-storage",
+        "'200Gi' is more than limits.ephemeral-storage '100Gi': Kubernetes refuses a request "
+        "above its limit",
+        id="ephemeral-storage-request-above-limit",
+    ),
+    bad(
+        {"accounting.embedded.resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "500m"}}},
+        "accounting.embedded.resources.requests.cpu",
+        "'2' is more than limits.cpu '500m'",
+        id="cpu-request-above-limit",
+    ),
+    bad(
+        {"controller.resources": {"limits": {"ephemeral-storage": "0"}}},
+        "controller.resources.limits.ephemeral-storage",
+        "a limit of '0' leaves no room at all: give a size, or leave the limit out for none",
+        id="ephemeral-storage-limit-zero",
+    ),
+    bad(
         {"controller.maxNodeCount": 0},
         "controller.maxNodeCount",
         "Input should be greater than or equal to 1 (got 0)",

@@ -12,6 +12,7 @@ from slurm_stack.naming import MAX_STATEFULSET_NAME, RESERVED_POOL_NAMES, pool_n
 from slurm_stack.spec.errors import SpecIssue, join_path
 from slurm_stack.spec.fields import key_of
 from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool, derived_id
+from slurm_stack.spec.quantity import parse_quantity
 from slurm_stack.spec.versions import at_least, key_problem
 
 # slurm.conf keys slurm-stack sets itself; an extra line may not override them.
@@ -264,6 +265,82 @@ def owned_lines_not_overridden(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             )
 
 
+BYTE_RESOURCES = ("memory", "ephemeral-storage")
+# Below this a memory or storage size is a unit left out ('20' for '20Gi'): no container
+# starts in that little memory, and its logs alone take more disk.
+MIN_BYTES = 2**20
+
+
+def _resources_sections(raw: Raw) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    for section in ("controller", "login", "accounting"):
+        yield (section, "resources"), _get(_get(raw, section, {}), "resources")
+    yield (
+        ("accounting", "embedded", "resources"),
+        _get(_get(_get(raw, "accounting", {}), "embedded", {}), "resources"),
+    )
+    for i, pool in _items(raw, "workerPools"):
+        yield ("workerPools", i, "resources"), _get(pool, "resources")
+
+
+def _quantities(values: Any) -> dict[str, Any]:
+    """The valid quantities of a requests or limits mapping (pydantic reports the others)."""
+    out = {}
+    for name, text in values.items() if isinstance(values, dict) else []:
+        try:
+            out[name] = parse_quantity(text) if isinstance(text, str) else None
+        except ValueError:
+            out[name] = None
+    return {name: value for name, value in out.items() if value is not None}
+
+
+def resources_make_sense(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Memory and ephemeral storage are whole bytes with a unit, limits are not 0, and no
+    request is above its limit (Kubernetes would refuse the pod only at `pulumi up`)."""
+    for path, resources in _resources_sections(raw):
+        if not isinstance(resources, dict):
+            continue
+        requests = _quantities(_get(resources, "requests"))
+        limits = _quantities(_get(resources, "limits"))
+        for kind, values in (("requests", requests), ("limits", limits)):
+            texts = _get(resources, kind)
+            for name in BYTE_RESOURCES:
+                if name not in values:
+                    continue
+                text, value = texts[name], values[name]
+                key = join_path(*path, kind, name)
+                if value == 0 and kind == "limits":
+                    yield SpecIssue(
+                        key,
+                        f"a limit of {text!r} leaves no room at all: give a size, "
+                        "or leave the limit out for none",
+                    )
+                elif value != value.to_integral_value():
+                    milli = text.strip().endswith("m")
+                    yield SpecIssue(
+                        key,
+                        f"{text!r} is {value.normalize():f} bytes, a fraction of a byte: "
+                        + (
+                            f"'m' means milli; write '{text.strip()[:-1]}Mi' for mebibytes"
+                            if milli
+                            else "give whole bytes, e.g. '512Mi' or '2Gi'"
+                        ),
+                    )
+                elif 0 < value < MIN_BYTES:
+                    example = f"{text}Gi" if text.isdigit() else "20Gi"
+                    yield SpecIssue(
+                        key,
+                        f"{text!r} is {value:f} bytes, less than 1Mi: add a unit, e.g. '{example}'",
+                    )
+        for name in sorted(requests.keys() & limits.keys()):
+            if requests[name] > limits[name]:
+                yield SpecIssue(
+                    join_path(*path, "requests", name),
+                    f"{_get(resources, 'requests')[name]!r} is more than limits.{name} "
+                    f"{_get(resources, 'limits')[name]!r}: Kubernetes refuses a request above "
+                    "its limit",
+                )
+
+
 def submounts_do_not_collide(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     """Within each pool (plus the jail's shared submounts) names and paths are unique."""
     shared = [
@@ -420,6 +497,7 @@ RULES: tuple[Rule, ...] = (
     node_count_fits,
     version_specific_options,
     owned_lines_not_overridden,
+    resources_make_sense,
     submounts_do_not_collide,
     gpu_health_checks,
     external_db_password,
