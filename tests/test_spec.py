@@ -317,6 +317,28 @@ def test_every_image_can_be_pinned_by_digest(reference: str) -> None:
     assert spec.jail.populate.image == reference
 
 
+@pytest.mark.parametrize(
+    "host_path",
+    [
+        "/mnt/nvme/scratch",
+        "/var/lib/slurm-scratch",
+        "/var/tmp/cache",
+        "/runner",
+        "/etcd-backup",
+        "/devel",
+        "/home/scratch",
+        "/data",
+    ],
+)
+def test_host_paths_beside_the_node_system_directories_are_fine(host_path: str) -> None:
+    raw = copy.deepcopy(MINIMAL)
+    raw["workerPools"][0]["submounts"] = [
+        {"type": "hostPath", "name": "s", "mountPath": "/s", "hostPath": host_path}
+    ]
+    (submount,) = load_spec(raw).worker_pools[0].submounts
+    assert isinstance(submount, HostPathSubmount) and submount.host_path == host_path
+
+
 def test_nccl_can_be_turned_off_for_gpu_pools_without_a_gpu_type():
     raw = copy.deepcopy(MINIMAL)
     raw["workerPools"] = [{"name": "gpu", "gpus": 4}]
@@ -414,6 +436,10 @@ def _pvc(name="s", path="/s", **extra):
 
 def _empty(name="s", path="/s"):
     return {"type": "emptyDir", "name": name, "mountPath": path}
+
+
+def _host(host_path, name="s", path="/s"):
+    return {"type": "hostPath", "name": name, "mountPath": path, "hostPath": host_path}
 
 
 P = pytest.param
@@ -853,6 +879,40 @@ INVALID = [
         "64030 is not a user id slurm-stack may assign: use 1000-59999 (ids below belong to "
         "the jail image's system accounts; 60000 and up are reserved, slurm is 64030)",
         id="login-user-uid-system",
+    ),
+    *(
+        bad(
+            {submounts: [_host(host_path)]},
+            f"{submounts}[0].hostPath",
+            fragment,
+            id=f"host-path-{host_path.strip('/').replace('/', '-') or 'root'}",
+        )
+        for submounts, host_path, fragment in [
+            ("workerPools[0].submounts", "/", "'/' is the node's whole filesystem"),
+            ("workerPools[0].submounts", "/etc", "'/etc' is the node's configuration"),
+            ("workerPools[0].submounts", "/etc/kubernetes", "'/etc/kubernetes' is under /etc"),
+            ("workerPools[1].submounts", "/proc", "'/proc' is the node's process and kernel"),
+            ("workerPools[1].submounts", "/proc/1/root", "'/proc/1/root' is under /proc"),
+            ("workerPools[0].submounts", "/sys", "'/sys' is the node's kernel interface"),
+            ("workerPools[0].submounts", "/sys/fs/cgroup", "is under /sys"),
+            ("workerPools[0].submounts", "/dev", "'/dev' is the node's devices"),
+            ("workerPools[1].submounts", "/dev/nvidia0", "'/dev/nvidia0' is under /dev"),
+            ("workerPools[0].submounts", "/boot", "'/boot' is the node's kernel and boot"),
+            ("workerPools[0].submounts", "/root", "'/root' is the home of the node's root"),
+            ("workerPools[0].submounts", "/run", "'/run' is the node's runtime state"),
+            ("workerPools[0].submounts", "/var/run", "'/var/run' is the node's runtime state"),
+            ("workerPools[0].submounts", "/run/containerd", "'/run/containerd' is under /run"),
+            ("workerPools[0].submounts", "/var/run/containerd", "is under /var/run"),
+            ("workerPools[0].submounts", "/var/run/docker.sock", "is under /var/run"),
+            ("workerPools[0].submounts", "/var/lib/kubelet", "the kubelet's state, with every"),
+            ("workerPools[0].submounts", "/var/lib/kubelet/pods", "is under /var/lib/kubelet"),
+            ("workerPools[0].submounts", "/var/lib/docker", "the container runtime's storage"),
+            ("workerPools[0].submounts", "/var/lib/containerd", "the container runtime's"),
+            ("workerPools[0].submounts", "/var/lib/etcd", "etcd's data"),
+            ("workerPools[0].submounts", "/var", "'/var' contains /var/run, the node's runtime"),
+            ("workerPools[0].submounts", "/var/lib", "'/var/lib' contains /var/lib/kubelet"),
+            ("jail.submounts", "/etc/ssl", "'/etc/ssl' is under /etc, the node's configuration"),
+        ]
     ),
     bad(
         {"login.users": [{"name": "alice", "gid": 100, "authorizedKeys": [ED25519]}]},

@@ -71,6 +71,54 @@ def absolute_path(value: str) -> str:
     return value
 
 
+# Node directories a hostPath submount may neither be, lie under, nor contain: a pod that
+# mounts one can read the node's credentials or every pod's Secrets, or take over the node
+# through its container runtime. Paths are compared as written: symlinks on the node
+# (/var/run -> /run) cannot be resolved here, so both spellings are listed.
+_NODE_DIRECTORIES = {
+    "/etc": "the node's configuration (its credentials, /etc/shadow, /etc/kubernetes)",
+    "/proc": "the node's process and kernel interface",
+    "/sys": "the node's kernel interface",
+    "/dev": "the node's devices",
+    "/boot": "the node's kernel and boot loader",
+    "/root": "the home of the node's root",
+    "/run": "the node's runtime state, with the container runtime's sockets",
+    "/var/run": "the node's runtime state, with the container runtime's sockets",
+    "/var/lib/kubelet": "the kubelet's state, with every pod's Secrets",
+    "/var/lib/docker": "the container runtime's storage",
+    "/var/lib/containerd": "the container runtime's storage",
+    "/var/lib/containers": "the container runtime's storage",
+    "/var/lib/etcd": "etcd's data, the whole cluster's state and Secrets",
+}
+
+
+def host_directory(value: str) -> str:
+    """A node directory a pod may mount: an absolute path that is not, is not under, and
+    does not contain one of the node's system directories."""
+    if value == "/":
+        raise ValueError(
+            "'/' is the node's whole filesystem: mount a directory made for the cluster, such "
+            "as '/mnt/nvme/slurm-scratch'"
+        )
+    absolute_path(value)
+    for directory, what in _NODE_DIRECTORIES.items():
+        if value == directory or value.startswith(directory + "/"):
+            problem = (
+                f"{value!r} is {what}"
+                if value == directory
+                else (f"{value!r} is under {directory}, {what}")
+            )
+        elif directory.startswith(value + "/"):
+            problem = f"{value!r} contains {directory}, {what}"
+        else:
+            continue
+        raise ValueError(
+            f"{problem}: a pod that mounts it can take over the node; mount a directory made "
+            "for the cluster, such as '/mnt/nvme/slurm-scratch'"
+        )
+    return value
+
+
 def slurm_key_value(value: str) -> str:
     """One raw ``Key=Value`` line for slurm.conf or a dynamic node's --conf."""
     if not _SLURM_KEY_VALUE.match(value.strip()) or "\n" in value:
@@ -212,6 +260,7 @@ DnsLabel = Annotated[str, AfterValidator(dns_label)]
 ClusterName = Annotated[str, AfterValidator(cluster_name)]
 Quantity = Annotated[str, AfterValidator(quantity)]
 AbsolutePath = Annotated[str, AfterValidator(absolute_path)]
+HostDirectory = Annotated[str, AfterValidator(host_directory)]
 SlurmKeyValue = Annotated[str, AfterValidator(slurm_key_value)]
 PartitionOption = Annotated[str, AfterValidator(partition_option)]
 SshdLine = Annotated[str, AfterValidator(sshd_line)]

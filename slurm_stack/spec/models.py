@@ -19,6 +19,7 @@ from slurm_stack.spec.fields import (
     CronSchedule,
     DnsLabel,
     GresType,
+    HostDirectory,
     ImageRef,
     ImageRegistry,
     ImageTag,
@@ -277,12 +278,13 @@ class MemorySubmount(SpecModel):
 
 
 class HostPathSubmount(SpecModel):
-    """A directory of the Kubernetes node (local NVMe, caches)."""
+    """A directory of the Kubernetes node (local NVMe, caches), never one of the node's own
+    system directories (`/etc`, `/run`, the kubelet's and container runtime's state …)."""
 
     type: Literal["hostPath"]
     name: SubmountName
     mount_path: AbsolutePath
-    host_path: AbsolutePath
+    host_path: HostDirectory
     read_only: bool = False
 
 
