@@ -42,6 +42,7 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
         ("slurm-stack:index:Users", "dev-users"),
         ("kubernetes:core/v1:ConfigMap", "dev-slurm-config"),
         ("kubernetes:batch/v1:Job", "dev-reconfigure"),
+        ("kubernetes:core/v1:ServiceAccount", "dev-reconfigure-service-account"),
         ("kubernetes:policy/v1:PodDisruptionBudget", "dev-services-disruption-budget"),
     }
     # Every resource hangs under the cluster, and every component registered its outputs.

@@ -4,12 +4,13 @@
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps.v1 import Deployment, StatefulSet
-from pulumi_kubernetes.core.v1 import ConfigMap, PersistentVolumeClaim, Service
+from pulumi_kubernetes.core.v1 import ConfigMap, PersistentVolumeClaim, Service, ServiceAccount
 
 from slurm_stack import naming
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.k8s import accounting as builders
 from slurm_stack.k8s.common import config_map
+from slurm_stack.k8s.identity import service_account
 from slurm_stack.render import accounting_config_files, content_hash
 from slurm_stack.spec.models import ClusterSpec
 
@@ -47,11 +48,19 @@ class Accounting(pulumi.ComponentResource):
             child_options(self),
         )
         register(Service, f"{name}-service", builders.slurmdbd_service(spec), child_options(self))
+        account = register(
+            ServiceAccount,
+            f"{name}-service-account",
+            service_account(spec, builders.COMPONENT),
+            child_options(self),
+        )
         self.slurmdbd = register(
             Deployment,
             name,
             builders.slurmdbd_deployment(spec, config_name),
-            child_options(self, depends_on=[config, *database, *depends_on], timeout="20m"),
+            child_options(
+                self, depends_on=[config, account, *database, *depends_on], timeout="20m"
+            ),
         )
         self.register_outputs({"slurmdbd": self.slurmdbd.metadata.name})
 
@@ -80,10 +89,16 @@ class Accounting(pulumi.ComponentResource):
             child_options(self, keep=True),
         )
         register(Service, f"{name}-mariadb-service", builders.db_service(spec), child_options(self))
+        account = register(
+            ServiceAccount,
+            f"{name}-mariadb-service-account",
+            service_account(spec, builders.DB_COMPONENT),
+            child_options(self),
+        )
         mariadb = register(
             StatefulSet,
             f"{name}-mariadb",
             builders.db_statefulset(spec),
-            child_options(self, depends_on=[claim, *depends_on], timeout="20m"),
+            child_options(self, depends_on=[claim, account, *depends_on], timeout="20m"),
         )
         return [mariadb]

@@ -5,7 +5,7 @@ from typing import Any
 
 import pulumi
 from pulumi_kubernetes.batch.v1 import Job
-from pulumi_kubernetes.core.v1 import ConfigMap
+from pulumi_kubernetes.core.v1 import ConfigMap, ServiceAccount
 from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack import naming
@@ -20,6 +20,7 @@ from slurm_stack.components.users import Users
 from slurm_stack.components.workers import WorkerPool
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.disruption import services_disruption_budget
+from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.jobs import reconfigure_job
 from slurm_stack.render import content_hash, slurm_config_files
 from slurm_stack.spec import load_spec
@@ -106,11 +107,19 @@ class SlurmCluster(pulumi.ComponentResource):
             WorkerPool(f"{name}-{pool.name}", spec, pool, before_nodes, opts=here)
 
         # Runs once per config: after the controller has rolled onto it, push it to slurmds.
+        reconfigure_account = register(
+            ServiceAccount,
+            f"{name}-reconfigure-service-account",
+            service_account(spec, "reconfigure"),
+            child_options(self),
+        )
         register(
             Job,
             f"{name}-reconfigure",
             reconfigure_job(spec, config_name, config_hash),
-            child_options(self, depends_on=[controller.statefulset], timeout="15m"),
+            child_options(
+                self, depends_on=[controller.statefulset, reconfigure_account], timeout="15m"
+            ),
         )
         if spec.nccl_enabled:
             HealthChecks(f"{name}-health", spec, config_name, [controller.statefulset], opts=here)

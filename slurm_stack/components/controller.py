@@ -2,10 +2,16 @@
 
 import pulumi
 from pulumi_kubernetes.apps.v1 import StatefulSet
-from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, Service
+from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, Service, ServiceAccount
 
 from slurm_stack.components.kube import child_options, register
-from slurm_stack.k8s.controller import controller_service, controller_statefulset, state_pvc
+from slurm_stack.k8s.controller import (
+    COMPONENT,
+    controller_service,
+    controller_statefulset,
+    state_pvc,
+)
+from slurm_stack.k8s.identity import service_account
 from slurm_stack.spec.models import ClusterSpec
 
 
@@ -30,11 +36,17 @@ class Controller(pulumi.ComponentResource):
         self.service = register(
             Service, f"{name}-service", controller_service(spec), child_options(self)
         )
+        account = register(
+            ServiceAccount,
+            f"{name}-service-account",
+            service_account(spec, COMPONENT),
+            child_options(self),
+        )
         self.statefulset = register(
             StatefulSet,
             name,
             controller_statefulset(spec, config_map),
-            child_options(self, depends_on=[state, *depends_on], timeout="15m"),
+            child_options(self, depends_on=[state, account, *depends_on], timeout="15m"),
         )
         self.register_outputs(
             {"statefulSet": self.statefulset.metadata.name, "service": self.service.metadata.name}

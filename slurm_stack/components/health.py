@@ -2,8 +2,10 @@
 
 import pulumi
 from pulumi_kubernetes.batch.v1 import CronJob
+from pulumi_kubernetes.core.v1 import ServiceAccount
 
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.jobs import nccl_cronjob
 from slurm_stack.spec.models import ClusterSpec
 
@@ -20,10 +22,16 @@ class HealthChecks(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("slurm-stack:index:HealthChecks", name, None, opts)
+        account = register(
+            ServiceAccount,
+            f"{name}-nccl-service-account",
+            service_account(spec, "nccl-benchmark"),
+            child_options(self),
+        )
         cronjob = register(
             CronJob,
             f"{name}-nccl",
             nccl_cronjob(spec, config_map),
-            child_options(self, depends_on=depends_on),
+            child_options(self, depends_on=[account, *depends_on]),
         )
         self.register_outputs({"ncclCronJob": cronjob.metadata.name})

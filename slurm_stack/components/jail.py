@@ -2,10 +2,11 @@
 
 import pulumi
 from pulumi_kubernetes.batch.v1 import Job
-from pulumi_kubernetes.core.v1 import PersistentVolumeClaim
+from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, ServiceAccount
 
 from slurm_stack.components.kube import child_options, register
-from slurm_stack.k8s.jail import jail_pvc, populate_job
+from slurm_stack.k8s.identity import service_account
+from slurm_stack.k8s.jail import COMPONENT, jail_pvc, populate_job
 from slurm_stack.spec.models import ClusterSpec
 
 
@@ -17,7 +18,14 @@ class Jail(pulumi.ComponentResource):
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("slurm-stack:index:Jail", name, None, opts)
-        depends_on: list[pulumi.Resource] = []
+        depends_on: list[pulumi.Resource] = [
+            register(
+                ServiceAccount,
+                f"{name}-populate-service-account",
+                service_account(spec, COMPONENT),
+                child_options(self),
+            )
+        ]
         claim_manifest = jail_pvc(spec)
         if claim_manifest is not None:
             depends_on.append(

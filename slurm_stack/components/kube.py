@@ -13,6 +13,7 @@ _ARGUMENTS = {
     "stringData": "string_data",
     "immutable": "immutable",
     "type": "type",
+    "automountServiceAccountToken": "automount_service_account_token",
 }
 
 # Claims and custom resources that hold user data: never deleted by an update or destroy.

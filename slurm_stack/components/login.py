@@ -2,14 +2,15 @@
 
 import pulumi
 from pulumi_kubernetes.apps.v1 import StatefulSet
-from pulumi_kubernetes.core.v1 import ConfigMap, Service
+from pulumi_kubernetes.core.v1 import ConfigMap, Service, ServiceAccount
 from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack import naming
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.disruption import login_disruption_budget
-from slurm_stack.k8s.login import login_service, login_statefulset
+from slurm_stack.k8s.identity import service_account
+from slurm_stack.k8s.login import COMPONENT, login_service, login_statefulset
 from slurm_stack.render import content_hash, login_config_files
 from slurm_stack.spec.models import ClusterSpec
 
@@ -40,11 +41,17 @@ class LoginPool(pulumi.ComponentResource):
         service = register(
             Service, f"{name}-service", login_service(spec), child_options(self, timeout="15m")
         )
+        account = register(
+            ServiceAccount,
+            f"{name}-service-account",
+            service_account(spec, COMPONENT),
+            child_options(self),
+        )
         self.statefulset = register(
             StatefulSet,
             name,
             login_statefulset(spec, config_name),
-            child_options(self, depends_on=[config, *depends_on], timeout="20m"),
+            child_options(self, depends_on=[config, account, *depends_on], timeout="20m"),
         )
         register(
             PodDisruptionBudget,

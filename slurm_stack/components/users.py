@@ -2,10 +2,11 @@
 
 import pulumi
 from pulumi_kubernetes.batch.v1 import Job
-from pulumi_kubernetes.core.v1 import ConfigMap
+from pulumi_kubernetes.core.v1 import ConfigMap, ServiceAccount
 
 from slurm_stack.components.kube import child_options, register
-from slurm_stack.k8s.users import users_config_map, users_job
+from slurm_stack.k8s.identity import service_account
+from slurm_stack.k8s.users import COMPONENT, users_config_map, users_job
 from slurm_stack.render import content_hash, users_config_files
 from slurm_stack.spec.models import ClusterSpec
 
@@ -30,10 +31,16 @@ class Users(pulumi.ComponentResource):
         self.config_map = register(
             ConfigMap, f"{name}-config", users_config_map(spec, files), child_options(self)
         )
+        account = register(
+            ServiceAccount,
+            f"{name}-service-account",
+            service_account(spec, COMPONENT),
+            child_options(self),
+        )
         job = register(
             Job,
             f"{name}-sync",
             users_job(spec, slurm_config_map, content_hash(files)),
-            child_options(self, depends_on=[self.config_map, *depends_on], timeout="15m"),
+            child_options(self, depends_on=[self.config_map, account, *depends_on], timeout="15m"),
         )
         self.register_outputs({"usersJob": job.metadata.name})

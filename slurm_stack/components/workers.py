@@ -2,12 +2,13 @@
 
 import pulumi
 from pulumi_kubernetes.apps.v1 import StatefulSet
-from pulumi_kubernetes.core.v1 import Service
+from pulumi_kubernetes.core.v1 import Service, ServiceAccount
 from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.k8s.disruption import pool_disruption_budget
-from slurm_stack.k8s.workers import pool_service, pool_statefulset
+from slurm_stack.k8s.identity import service_account
+from slurm_stack.k8s.workers import COMPONENT, pool_service, pool_statefulset
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.models import WorkerPool as PoolSpec
 
@@ -38,11 +39,17 @@ class WorkerPool(pulumi.ComponentResource):
             pool_disruption_budget(spec, pool),
             child_options(self),
         )
+        account = register(
+            ServiceAccount,
+            f"{name}-service-account",
+            service_account(spec, COMPONENT, pool),
+            child_options(self),
+        )
         self.statefulset = register(
             StatefulSet,
             name,
             pool_statefulset(spec, pool),
-            child_options(self, depends_on=depends_on),
+            child_options(self, depends_on=[account, *depends_on]),
         )
         self.register_outputs(
             {"statefulSet": self.statefulset.metadata.name, "replicas": pool.replicas}

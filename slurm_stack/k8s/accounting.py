@@ -19,6 +19,7 @@ from slurm_stack.k8s.common import (
     tcp_probe,
     volume_claim,
 )
+from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.render import database_endpoint
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.quantity import to_mebibytes
@@ -177,6 +178,7 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
             "template": {
                 "metadata": {"labels": metadata(spec, name, DB_COMPONENT)["labels"]},
                 "spec": {
+                    **pod_identity(spec, DB_COMPONENT),
                     **placement(spec.accounting.placement),
                     "securityContext": {
                         "fsGroup": paths.MARIADB_UID,
@@ -275,6 +277,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
+                    **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
                     **placement(spec.accounting.placement),
                     "securityContext": {"fsGroup": paths.SLURM_UID},

@@ -20,6 +20,7 @@ from slurm_stack.k8s.common import (
     volume_claim,
 )
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
+from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.spec.models import ClusterSpec
 
@@ -84,6 +85,7 @@ def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
+                    **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
                     **placement(spec.controller.placement),
                     "securityContext": {

@@ -4,6 +4,7 @@ import hashlib
 
 from slurm_stack import paths
 from slurm_stack.k8s.common import Manifest, container, image_pull, metadata, pvc
+from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.render import submount_staging_path
 from slurm_stack.spec.models import (
     ClusterSpec,
@@ -76,6 +77,7 @@ def populate_job(spec: ClusterSpec) -> Manifest:
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
+                    **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
                     "restartPolicy": "OnFailure",
                     "containers": [populate],

@@ -14,6 +14,7 @@ from slurm_stack.k8s.common import (
     metadata,
     non_root,
 )
+from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.spec.models import ClusterSpec
 
 CLIENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
@@ -37,6 +38,7 @@ def _client_pod(
         securityContext=non_root(paths.SLURM_UID),
     )
     return {
+        **pod_identity(spec, role),  # the role is the component: reconfigure, nccl-benchmark
         **image_pull(spec),
         "restartPolicy": "OnFailure",
         "initContainers": client_auth_sidecars(spec),

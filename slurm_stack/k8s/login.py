@@ -19,6 +19,7 @@ from slurm_stack.k8s.common import (
     tcp_probe,
 )
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
+from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume, submount_mount, submount_volume, wait_for_jail
 from slurm_stack.render.services import SSH_HOST_KEY_TYPES
 from slurm_stack.spec.models import ClusterSpec
@@ -150,6 +151,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
+                    **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
                     **placement(spec.login.placement),
                     "initContainers": [

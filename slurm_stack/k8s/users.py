@@ -12,6 +12,7 @@ from slurm_stack.k8s.common import (
     image_pull,
     metadata,
 )
+from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.render.users import USERS_FILE
 from slurm_stack.spec.models import ClusterSpec
@@ -67,6 +68,7 @@ def users_job(spec: ClusterSpec, config_map: str, users_hash: str) -> Manifest:
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
+                    **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
                     "restartPolicy": "Never",
                     "initContainers": client_auth_sidecars(spec),

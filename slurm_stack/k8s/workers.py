@@ -23,6 +23,7 @@ from slurm_stack.k8s.common import (
     tcp_probe,
 )
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
+from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import (
     jail_volume,
     submount_claim_template,
@@ -196,6 +197,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         "template": {
             "metadata": {"labels": labels},
             "spec": {
+                **pod_identity(spec, COMPONENT, pool),
                 **image_pull(spec),
                 **_placement(pool),
                 "terminationGracePeriodSeconds": termination_grace_seconds(pool),
