@@ -32,6 +32,10 @@ SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SSH_PORT = 22
 MYSQL_PORT = 3306
+# SrunPortRange: srun, salloc and sattach listen here for slurmctld and slurmstepd (the
+# NetworkPolicies open it). slurm.conf(5) asks for 1000 or more ports and gives this example;
+# one srun takes 4, plus 2 for every 48 nodes beyond the first 48, plus 1 with --pty.
+SRUN_PORT_RANGE = (60001, 63000)
 
 # Fixed ids baked into the project's images, so files on shared volumes agree everywhere.
 SLURM_UID = 64030

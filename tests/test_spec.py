@@ -832,6 +832,13 @@ INVALID = [
         id="bad-cidr",
     ),
     bad(
+        {"controller.slurmConfExtra": ["SrunPortRange=50000-50100"]},
+        "controller.slurmConfExtra[0]",
+        "SrunPortRange is set by slurm-stack; configure it through slurm-stack (the "
+        "NetworkPolicies open 60001-63000 for srun)",
+        id="owned-slurm-conf-key-SrunPortRange",
+    ),
+    bad(
         {"login.service": {"type": "NodePort", "nodePort": 2222}},
         "login.service.nodePort",
         "Input should be greater than or equal to 30000 (got 2222)",

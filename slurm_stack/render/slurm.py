@@ -93,6 +93,7 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                 ),
                 ("SlurmctldPort", str(paths.SLURMCTLD_PORT)),
                 ("SlurmdPort", str(paths.SLURMD_PORT)),
+                ("SrunPortRange", "{}-{}".format(*paths.SRUN_PORT_RANGE)),
                 ("SlurmUser", "slurm"),
                 ("SlurmdUser", "root"),
                 ("AuthType", f"auth/{spec.auth}"),

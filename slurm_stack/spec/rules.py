@@ -23,6 +23,7 @@ OWNED_SLURM_CONF_KEYS = {
         "SlurmctldHost": "the controller Service",
         "SlurmctldPort": "slurm-stack (Services and probes use 6817)",
         "SlurmdPort": "slurm-stack (Services and probes use 6818)",
+        "SrunPortRange": "slurm-stack (the NetworkPolicies open 60001-63000 for srun)",
         "SlurmUser": "slurm-stack (the images' slurm user)",
         "SlurmdUser": "slurm-stack (root)",
         "SlurmdSpoolDir": "slurm-stack (the jail plugin binds it)",
