@@ -19,6 +19,7 @@ COMPONENTS = {
     "LoginPool",
     "WorkerPool",
     "Users",
+    "NetworkPolicies",
 }
 
 
@@ -44,6 +45,7 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
         ("kubernetes:batch/v1:Job", "dev-reconfigure"),
         ("kubernetes:core/v1:ServiceAccount", "dev-reconfigure-service-account"),
         ("kubernetes:policy/v1:PodDisruptionBudget", "dev-services-disruption-budget"),
+        ("slurm-stack:index:NetworkPolicies", "dev-network"),
     }
     # Every resource hangs under the cluster, and every component registered its outputs.
     urns = {r.urn: r for r in dev_run.resources}

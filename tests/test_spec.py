@@ -839,6 +839,43 @@ INVALID = [
         id="owned-slurm-conf-key-SrunPortRange",
     ),
     bad(
+        {"networkPolicy": {"enable": False}},
+        "networkPolicy.enable",
+        "unknown key; valid keys here: apiServerCidrs, enabled, sshSourceRanges",
+        id="network-policy-unknown-key",
+    ),
+    bad(
+        {"networkPolicy.enabled": "no"},
+        "networkPolicy.enabled",
+        "Input should be a valid boolean (got 'no')",
+        id="network-policy-enabled-not-bool",
+    ),
+    bad(
+        {"networkPolicy.apiServerCidrs": ["10.0.0.0/24", "172.20.0.1"]},
+        "networkPolicy.apiServerCidrs[1]",
+        "'172.20.0.1' has no prefix length: use '172.20.0.1/32'",
+        id="api-server-cidr-without-prefix",
+    ),
+    bad(
+        {"networkPolicy.apiServerCidrs": ["10.0.0.5/24"]},
+        "networkPolicy.apiServerCidrs[0]",
+        "'10.0.0.5/24' has host bits set: use '10.0.0.0/24' for the network, or '10.0.0.5/32' "
+        "for one address",
+        id="api-server-cidr-host-bits",
+    ),
+    bad(
+        {"networkPolicy.apiServerCidrs": ["0.0.0.0/0"]},
+        "networkPolicy.apiServerCidrs[0]",
+        "'0.0.0.0/0' is every address: list only the API server's addresses",
+        id="api-server-cidr-everything",
+    ),
+    bad(
+        {"networkPolicy.sshSourceRanges": ["2001:db8::/129"]},
+        "networkPolicy.sshSourceRanges[0]",
+        "'2001:db8::/129' is not a CIDR range like '203.0.113.0/24'",
+        id="ssh-source-range-bad-cidr",
+    ),
+    bad(
         {"login.service": {"type": "NodePort", "nodePort": 2222}},
         "login.service.nodePort",
         "Input should be greater than or equal to 30000 (got 2222)",
@@ -1157,8 +1194,8 @@ INVALID = [
         {"nodes": 3},
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
-        "directory, healthChecks, images, jail, labels, login, name, namespace, partitions, "
-        "slurmVersion, workerPools",
+        "directory, healthChecks, images, jail, labels, login, name, namespace, networkPolicy, "
+        "partitions, slurmVersion, workerPools",
         id="unknown-top-level-key",
     ),
     bad(

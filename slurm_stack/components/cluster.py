@@ -15,6 +15,7 @@ from slurm_stack.components.health import HealthChecks
 from slurm_stack.components.jail import Jail
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.components.login import LoginPool
+from slurm_stack.components.network import NetworkPolicies
 from slurm_stack.components.secrets import ClusterSecrets
 from slurm_stack.components.users import Users
 from slurm_stack.components.workers import WorkerPool
@@ -72,10 +73,16 @@ class SlurmCluster(pulumi.ComponentResource):
             child_options(self),
         )
 
-        before_controller: list[pulumi.Resource] = [config, *secrets.secrets]
+        # The policies exist before any pod of the cluster starts.
+        guard: list[pulumi.Resource] = []
+        if spec.network_policy.enabled:
+            guard.append(NetworkPolicies(f"{name}-network", spec, opts=here))
+        before_controller: list[pulumi.Resource] = [config, *secrets.secrets, *guard]
         slurm_ready: list[pulumi.Resource] = []
         if spec.accounting.enabled:
-            accounting = Accounting(f"{name}-accounting", spec, secrets.secrets, opts=here)
+            accounting = Accounting(
+                f"{name}-accounting", spec, [*secrets.secrets, *guard], opts=here
+            )
             before_controller.append(accounting.slurmdbd)
             slurm_ready.append(accounting.slurmdbd)
         controller = Controller(
@@ -94,6 +101,7 @@ class SlurmCluster(pulumi.ComponentResource):
             controller.statefulset,
             jail.populated,
             *secrets.secrets,
+            *guard,
         ]
         users = Users(
             f"{name}-users",

@@ -31,6 +31,8 @@ Everything Kubernetes does that podman does not is translated here, in one place
   back when that command re-applies, not by a controller's watch;
 - PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
   nothing asks them (`kubectl drain` would);
+- NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
+  podman's network (on Kubernetes the network plugin enforces them);
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
 - a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library

@@ -6,10 +6,18 @@ the tree live in `slurm_stack.spec.rules`, so every error is reported in one pas
 """
 
 import hashlib
+import ipaddress
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from slurm_stack.spec.fields import (
@@ -573,6 +581,62 @@ class Cgroups(SpecModel):
     enforce: bool = False
 
 
+# The cloud metadata service (AWS, GCP, Azure, OpenStack …): credentials of the Kubernetes
+# node. Login sessions and jobs never reach it.
+METADATA_CIDR = "169.254.169.254/32"
+
+
+def _network_block(value: str) -> str:
+    """A CIDR block as a NetworkPolicy's ipBlock takes it: `address/prefix`, no host bits."""
+    if "/" not in value:
+        try:
+            address = ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a CIDR range like '203.0.113.0/24'") from None
+        raise ValueError(f"{value!r} has no prefix length: use '{value}/{address.max_prefixlen}'")
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        try:
+            network = ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a CIDR range like '203.0.113.0/24'") from None
+        raise ValueError(
+            f"{value!r} has host bits set: use {str(network)!r} for the network, or "
+            f"'{value.split('/')[0]}/{network.max_prefixlen}' for one address"
+        ) from None
+    return value
+
+
+def _not_every_address(value: str) -> str:
+    if ipaddress.ip_network(value).prefixlen == 0:
+        raise ValueError(
+            f"{value!r} is every address: list only the API server's addresses (login sessions "
+            "and jobs keep the rest of the network)"
+        )
+    return value
+
+
+NetworkBlock = Annotated[str, AfterValidator(_network_block)]
+
+
+class NetworkPolicy(SpecModel):
+    """NetworkPolicies (docs/deploy.md): the cluster's pods accept only the connections Slurm
+    makes; login and worker pods reach anything but the cloud metadata address and the API
+    server. Off for a network plugin that does not enforce them."""
+
+    enabled: bool = True
+    # The API server's addresses as pods reach them (`kubectl get endpointslices -l
+    # kubernetes.io/service-name=kubernetes`, the `kubernetes` Service's ClusterIP, and the
+    # public endpoint if it has one); NetworkPolicies match addresses only.
+    api_server_cidrs: list[Annotated[NetworkBlock, AfterValidator(_not_every_address)]] = Field(
+        default_factory=list
+    )
+    # Where SSH may come from, as the login pods see it (the login Service keeps client
+    # addresses): login.service.loadBalancerSourceRanges when empty, anywhere when both are.
+    ssh_source_ranges: list[NetworkBlock] = Field(default_factory=list)
+
+
 class ClusterSpec(SpecModel):
     """A whole Slurm-on-Kubernetes cluster: the `slurm-stack:cluster` stack config value."""
 
@@ -592,6 +656,7 @@ class ClusterSpec(SpecModel):
     health_checks: HealthChecks = Field(default_factory=HealthChecks)
     cgroups: Cgroups = Field(default_factory=Cgroups)
     directory: Directory | None = None
+    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
 
     @field_validator("slurm_version", mode="before")
     @classmethod
