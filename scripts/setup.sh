@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything slurm-stack needs on a Debian machine, as root: Python, a virtualenv with
-# the package and its test tools. Idempotent; a second run only checks.
+# the package and its test tools (checkov in .venv/checkov). Idempotent; a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,5 +28,15 @@ if [ ! -e "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
   rm -f .venv/.installed-*
   touch "$stamp"
+fi
+# checkov (tests/test_checkov.py) gets a virtualenv of its own: it pins packaging<24, which
+# pulumi (packaging>=26) cannot share. About 40 s to install on 2 cores.
+CHECKOV_VERSION=3.3.30
+if [ ! -e ".venv/checkov/.installed-$CHECKOV_VERSION" ]; then
+  echo "setup: installing checkov $CHECKOV_VERSION into .venv/checkov" >&2
+  rm -rf .venv/checkov
+  python3 -m venv .venv/checkov
+  .venv/checkov/bin/python -m pip install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION"
+  touch ".venv/checkov/.installed-$CHECKOV_VERSION"
 fi
 echo "setup: ready (.venv/bin/python -m slurm_stack --help)" >&2
