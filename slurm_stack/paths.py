@@ -13,6 +13,10 @@ SLURM_KEY_COPY_DIR = "/run/slurm-key"  # auth/slurm: a copy owned by SlurmUser, 
 JAIL_DIR = "/mnt/jail"
 SUBMOUNT_STAGING_DIR = "/mnt/submounts"
 GPU_DRIVER_DIR = "/run/slurm-stack/gpu-driver"  # this node's driver files (GPU pools only)
+# Root-only directories on a worker holding each job's private /tmp and /dev/shm (one
+# directory per job id, bound in by the jail plugin, removed by the epilog).
+JOB_TMP_DIR = "/var/lib/slurm-stack/job-tmp"
+JOB_SHM_DIR = "/dev/shm/slurm-stack-jobs"
 SSH_HOST_KEY_DIR = "/etc/ssh/host-keys"
 SSH_AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized-keys"  # the users ConfigMap, in login pods
 USERS_DIR = "/etc/slurm-stack/users"  # the users ConfigMap, in the users Job
@@ -24,6 +28,7 @@ SSS_PIPES_DIR = "/var/lib/sss/pipes"  # sssd's sockets, shared by the pod and bo
 PROJECT_LIB_DIR = "/usr/lib/slurm-stack"
 CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
 HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
+EPILOG = f"{PROJECT_LIB_DIR}/epilog"  # slurmd's, in worker pods
 AUTHORIZED_KEYS_COMMAND = f"{PROJECT_LIB_DIR}/authorized-keys"  # sshd's, in login pods
 SYNC_USERS = f"{PROJECT_LIB_DIR}/sync-users"  # the users Job's program
 

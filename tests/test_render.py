@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from slurm_stack import paths
 from slurm_stack.render import (
     accounting_config_files,
     content_hash,
@@ -314,6 +315,26 @@ def test_requeued_jobs_wait_ten_seconds_where_slurm_lets_us_say_so():
     assert scheduler_line(slurm_conf(own)) == "SchedulerParameters=requeue_delay=30"
     legacy = load_spec(copy.deepcopy(LEGACY_24_11))
     assert "requeue_delay" not in slurm_conf(legacy)
+
+
+def test_root_jobs_are_refused_and_every_job_gets_the_epilog_unless_the_jail_allows_root():
+    spec = load_spec(copy.deepcopy(PROD_GPU))
+    conf = slurm_conf(spec)
+    assert f"Epilog={paths.EPILOG}" in conf.splitlines()
+    assert "DisableRootJobs=YES" in conf.splitlines()
+    jail = spec.jail.model_copy(update={"allow_root_jobs": True})
+    allowed = slurm_conf(spec.model_copy(update={"jail": jail}))
+    assert "DisableRootJobs" not in allowed and f"Epilog={paths.EPILOG}" in allowed
+
+
+def test_the_plugin_epilog_and_entrypoint_agree_on_the_job_directories():
+    plugin = plugin_args(load_spec(copy.deepcopy(PROD_GPU)))
+    assert f"job_tmp={paths.JOB_TMP_DIR}" in plugin and f"job_shm={paths.JOB_SHM_DIR}" in plugin
+    root = Path(__file__).resolve().parent.parent / "images"
+    for script in (root / "worker" / "epilog", root / "base" / "entrypoint"):
+        text = script.read_text()
+        assert f"JOB_TMP_DIR={paths.JOB_TMP_DIR}" in text, script
+        assert f"JOB_SHM_DIR={paths.JOB_SHM_DIR}" in text, script
 
 
 def test_metrics_off_emits_no_metrics_type():

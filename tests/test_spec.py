@@ -1214,6 +1214,24 @@ INVALID = [
         id="requeue-delay-before-26.05",
     ),
     bad(
+        {"controller.slurmConfExtra": ["Epilog=/opt/site/epilog"]},
+        "controller.slurmConfExtra[0]",
+        "Epilog is set by slurm-stack; configure it through slurm-stack (it removes each job's",
+        id="epilog-is-ours",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["DisableRootJobs=NO"]},
+        "controller.slurmConfExtra[0]",
+        "DisableRootJobs is set by slurm-stack; configure it through jail.allowRootJobs",
+        id="root-jobs-through-the-jail-option",
+    ),
+    bad(
+        {"jail.allowRootJobs": "sometimes"},
+        "jail.allowRootJobs",
+        "Input should be a valid boolean",
+        id="allow-root-jobs-is-a-boolean",
+    ),
+    bad(
         {"workerPools[0].drainTimeoutSeconds": 30},
         "workerPools[0].drainTimeoutSeconds",
         "this key was renamed: use drain.waitSeconds (and drain.policy says what happens",

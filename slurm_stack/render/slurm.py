@@ -136,6 +136,16 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
             ],
         ),
     ]
+    sections.append(
+        (
+            "Job isolation: each job's private /tmp and /dev/shm go, and its leftover "
+            "processes are killed, when it ends",
+            [
+                ("Epilog", paths.EPILOG),
+                *([] if spec.jail.allow_root_jobs else [("DisableRootJobs", "YES")]),
+            ],
+        )
+    )
     if spec.accounting.enabled:
         sections.append(
             (
@@ -219,6 +229,8 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         jail=paths.JAIL_DIR,
         spool=paths.SLURMD_SPOOL_DIR,
         munge=paths.MUNGE_SOCKET_DIR,
+        job_tmp=paths.JOB_TMP_DIR,
+        job_shm=paths.JOB_SHM_DIR,
         gpu_driver=paths.GPU_DRIVER_DIR if spec.gpu_pools else None,
         allow_opt_out=spec.jail.allow_opt_out,
         submounts=submount_binds(spec),

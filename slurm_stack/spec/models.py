@@ -435,6 +435,10 @@ class Jail(SpecModel):
     # Lets a job run on the worker pod's own filesystem with `srun/sbatch --no-jail`: for
     # debugging a node, at the price of the isolation the jail gives. Off by default.
     allow_opt_out: bool = False
+    # Lets root submit jobs. Root in a job is root in the jail (it can change any user's
+    # files there) but holds no capability beyond file and user administration; off by
+    # default, and then Slurm refuses jobs from root (DisableRootJobs=YES).
+    allow_root_jobs: bool = False
 
     @model_validator(mode="after")
     def _claim_source(self) -> "Jail":

@@ -51,6 +51,8 @@ OWNED_SLURM_CONF_KEYS = {
         "HealthCheckInterval": "healthChecks.quick.intervalSeconds",
         "HealthCheckNodeState": "healthChecks.quick.nodeStates",
         "MetricsType": "controller.metrics.enabled",
+        "Epilog": "slurm-stack (it removes each job's private /tmp and leftover processes)",
+        "DisableRootJobs": "jail.allowRootJobs",
     }.items()
 }
 
