@@ -11,6 +11,7 @@ from slurm_stack.k8s.common import (
     image_pull,
     metadata,
     placement,
+    pod_security,
     resources,
     root_with,
     run_volume,
@@ -25,6 +26,11 @@ from slurm_stack.render.services import SSH_HOST_KEY_TYPES
 from slurm_stack.spec.models import ClusterSpec
 
 COMPONENT = "login"
+# sshd writes the login record (AUDIT_WRITE), hands terminals to users (CHOWN, FOWNER,
+# DAC_OVERRIDE), stops sessions (KILL), listens on 22 (NET_BIND_SERVICE), becomes the user
+# (SETUID, SETGID) and chroots each session into the jail (SYS_CHROOT). SYS_ADMIN binds the
+# pod's node-local pieces into the jail at start; SETPCAP then takes SYS_ADMIN out of the
+# bounding set before sshd starts, so no session holds it (images/base/entrypoint).
 LOGIN_CAPABILITIES = [
     "AUDIT_WRITE",
     "CHOWN",
@@ -33,6 +39,7 @@ LOGIN_CAPABILITIES = [
     "KILL",
     "NET_BIND_SERVICE",
     "SETGID",
+    "SETPCAP",
     "SETUID",
     "SYS_ADMIN",
     "SYS_CHROOT",
@@ -152,6 +159,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
                     **pod_identity(spec, COMPONENT),
+                    **pod_security(),
                     **image_pull(spec),
                     **placement(spec.login.placement),
                     "initContainers": [

@@ -16,6 +16,7 @@ from slurm_stack.k8s.common import (
     image_pull,
     metadata,
     placement,
+    pod_security,
     resources,
     root_with,
     run_volume,
@@ -41,8 +42,11 @@ from slurm_stack.spec.models import (
 
 COMPONENT = "worker"
 # slurmd starts tasks as users (SETUID/SETGID), cleans up after them (KILL, CHOWN, FOWNER,
-# DAC_OVERRIDE), pins tasks owned by users to their CPUs (SYS_NICE) and enters the jail
-# through a mount namespace and pivot_root (SYS_ADMIN).
+# DAC_OVERRIDE, FSETID), pins tasks owned by users to their CPUs (SYS_NICE), raises their
+# limits to the job's (SYS_RESOURCE), moves slurmstepd into the jail (SYS_ADMIN for the
+# mount namespace and binds, SYS_CHROOT) and takes every other capability out of each task's
+# bounding set (SETPCAP). A task keeps none of SYS_ADMIN, SYS_CHROOT, SYS_NICE,
+# SYS_RESOURCE or SETPCAP (chroot_plugin/task_limits.c).
 SLURMD_CAPABILITIES = [
     "CHOWN",
     "DAC_OVERRIDE",
@@ -170,6 +174,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             {"name": "spool", "mountPath": paths.SLURMD_SPOOL_DIR},
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
             {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "job-tmp", "mountPath": paths.JOB_TMP_DIR},
             *auth_mounts(spec, root=True),
             *sss_pipes_mounts(spec),
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
@@ -198,6 +203,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             "metadata": {"labels": labels},
             "spec": {
                 **pod_identity(spec, COMPONENT, pool),
+                **pod_security(),
                 **image_pull(spec),
                 **_placement(pool),
                 "terminationGracePeriodSeconds": termination_grace_seconds(pool),
@@ -210,6 +216,8 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                 "volumes": [
                     jail_volume(spec),
                     {"name": "spool", "emptyDir": {}},
+                    # Each job's private /tmp, on the node's disk like any /tmp.
+                    {"name": "job-tmp", "emptyDir": {}},
                     run_volume(),
                     {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": pool.shm_size}},
                     *auth_volumes(spec),
