@@ -42,8 +42,10 @@ SKIP_CHECKS = {
 }
 
 MUNGE = "the munge sidecar starts as root with CHOWN/SETUID/SETGID to take its key"
-JAIL = "slurmd/sshd enter the jail as root: SYS_ADMIN, setuid programs of user sessions"
-FIXABLE = "FIXABLE in slurm_stack/k8s (see the audit report)"
+JAIL = (
+    "slurmd/sshd set up the jail as root with SYS_ADMIN (beside which Kubernetes refuses "
+    "allowPrivilegeEscalation: false); tasks and sessions drop it"
+)
 
 ALLOWED: dict[tuple[str, str], str] = {
     # Added capabilities (any).
@@ -71,17 +73,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # allowPrivilegeEscalation.
     ("CKV_K8S_20", "worker"): JAIL,
     ("CKV_K8S_20", "login"): JAIL,
-    ("CKV_K8S_20", "jail"): FIXABLE + ": populate could set allowPrivilegeEscalation false",
-    # Pod and container securityContext both present.
-    ("CKV_K8S_29", "worker"): FIXABLE + ": no pod-level securityContext",
-    ("CKV_K8S_29", "login"): FIXABLE + ": no pod-level securityContext",
-    ("CKV_K8S_29", "users"): FIXABLE + ": no pod-level securityContext",
-    ("CKV_K8S_29", "reconfigure"): FIXABLE + ": no pod-level securityContext",
-    ("CKV_K8S_29", "jail"): FIXABLE + ": no securityContext on pod or populate",
-    ("CKV_K8S_29", "nccl-benchmark"): FIXABLE + ": no pod-level securityContext",
-    # seccomp RuntimeDefault (checkov reads the pod level for CronJobs).
-    ("CKV_K8S_31", "jail"): FIXABLE + ": populate-jail has no seccompProfile",
-    ("CKV_K8S_31", "nccl-benchmark"): FIXABLE + ": set seccompProfile on the pod",
     # CPU and memory requests: a pool's requests are workerPools[].resources; itest's fake-GPU
     # pool sets none.
     ("CKV_K8S_10", "worker"): "a pool's requests are the stack file's; itest's gpu pool has none",

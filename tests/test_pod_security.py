@@ -242,3 +242,27 @@ def test_pss_level_on_known_pods(change: Any, level: str) -> None:
     pod = copy.deepcopy(MINIMAL_RESTRICTED)
     change(pod)
     assert pss_level(pod) == level
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_every_container_runs_under_the_runtime_default_seccomp_profile(
+    stack: str, renders: dict[str, Any]
+) -> None:
+    for component, pod in pod_templates(renders[stack]):
+        pod_profile = pod.get("securityContext", {}).get("seccompProfile")
+        for container in _containers(pod):
+            profile = container.get("securityContext", {}).get("seccompProfile", pod_profile)
+            assert profile == {"type": "RuntimeDefault"}, (component, container["name"])
+
+
+def test_workers_keep_each_jobs_tmp_on_a_volume_of_their_own(renders: dict[str, Any]) -> None:
+    for component, pod in pod_templates(renders["itest"]):
+        if component != "worker":
+            continue
+        (slurmd,) = (c for c in pod["containers"] if c["name"] == "slurmd")
+        mounts = {m["mountPath"]: m["name"] for m in slurmd["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes[mounts["/var/lib/slurm-stack/job-tmp"]] == {
+            "name": "job-tmp",
+            "emptyDir": {},
+        }

@@ -1,7 +1,9 @@
 """The sandbox's translation of rendered manifests into podman pods (pure; no podman here)."""
 
 import base64
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,7 @@ from slurm_stack.offline import ProgramRun, manifests
 from slurm_stack.sandbox.apply import fingerprint
 from slurm_stack.sandbox.plan import File, Plan, plan
 from slurm_stack.sandbox.podman import container_create_args, env_file_text
+from slurm_stack.sandbox.seccomp import write_runtime_default_profile
 
 STATE = "/var/lib/slurm-stack/sandbox/dev"
 
@@ -71,7 +74,10 @@ def test_volumes_files_and_secret_env(dev_plan: Plan, dev_run: ProgramRun) -> No
     )
     mariadb = next(pod for pod in dev_plan.pods if pod.name == "dev-mariadb-0").containers[0]
     password = dev_run.get("random:index/randomPassword:RandomPassword", "dev-secrets-db-password")
-    assert dict(mariadb.env)["MARIADB_PASSWORD"] == password.outputs["result"]
+    assert dict(mariadb.env)["MARIADB_PASSWORD_FILE"] == "/run/secrets/mariadb-user/password"
+    user_password = files[f"{STATE}/pods/dev-mariadb-0/user-password/password"]
+    assert user_password.content == password.outputs["result"].encode()
+    assert user_password.mode == 0o440
     workers = [pod for pod in dev_plan.pods if pod.component == "worker"]
     for pod in workers:  # every node shares the jail claim, each has its own scratch
         mounts = {m.target: m.source for c in pod.containers for m in c.mounts}
@@ -109,8 +115,11 @@ def test_upstream_mariadb_runs_as_the_local_build(dev_run: ProgramRun) -> None:
 def test_podman_arguments_follow_the_security_context(dev_plan: Plan) -> None:
     pod = next(pod for pod in dev_plan.pods if pod.name == "dev-cpu-0")
     slurmd = next(c for c in pod.containers if c.name == "slurmd")
-    args = container_create_args(pod, slurmd, "/env", "/hosts", restart=True)
+    args = container_create_args(
+        pod, slurmd, "/env", "/hosts", restart=True, runtime_default_seccomp="/p.json"
+    )
     assert args[args.index("--user") + 1] == "0"
+    assert "seccomp=/p.json" in args
     assert "--privileged" not in args
     caps = [args[i + 1] for i, a in enumerate(args) if a == "--cap-add"]
     assert "sys_admin" in caps and "net_admin" not in caps
@@ -172,3 +181,34 @@ def test_pods_leave_highest_ordinal_first_and_carry_their_grace(dev_plan: Plan) 
     args = pod_create_args(worker, "net", "dev", "f")
     # The preStop drain's wait plus time to delete the node record.
     assert f"{GRACE_LABEL}={worker.grace_seconds}" in args and worker.grace_seconds > 30
+
+
+def test_seccomp_is_unconfined_unless_the_manifest_asks_for_the_runtime_default(
+    dev_plan: Plan,
+) -> None:
+    login = next(pod for pod in dev_plan.pods if pod.name == "dev-login-0")
+    by_name = {c.name: c for c in login.containers}
+    assert by_name["sshd"].seccomp == "RuntimeDefault"
+    unconfined = replace(by_name["sshd"], seccomp="Unconfined")
+    args = container_create_args(login, unconfined, "/env", "/hosts", restart=True)
+    assert "seccomp=unconfined" in args
+    with pytest.raises(ValueError, match="seccomp"):
+        container_create_args(login, by_name["sshd"], "/env", "/hosts", restart=True)
+
+
+def test_the_runtime_default_profile_lacks_pivot_root_as_containerds_does(tmp_path: Path) -> None:
+    source = tmp_path / "podman.json"
+    source.write_text(
+        json.dumps(
+            {
+                "defaultAction": "SCMP_ACT_ERRNO",
+                "syscalls": [
+                    {"names": ["mount", "pivot_root"], "action": "SCMP_ACT_ALLOW"},
+                    {"names": ["pivot_root"], "action": "SCMP_ACT_ALLOW"},
+                ],
+            }
+        )
+    )
+    written = json.loads(write_runtime_default_profile(tmp_path / "out.json", source).read_text())
+    assert written["syscalls"] == [{"names": ["mount"], "action": "SCMP_ACT_ALLOW"}]
+    assert written["defaultAction"] == "SCMP_ACT_ERRNO"

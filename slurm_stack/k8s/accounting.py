@@ -13,6 +13,7 @@ from slurm_stack.k8s.common import (
     metadata,
     non_root,
     placement,
+    pod_security,
     resources,
     run_volume,
     selector_labels,
@@ -180,10 +181,7 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
                 "spec": {
                     **pod_identity(spec, DB_COMPONENT),
                     **placement(spec.accounting.placement),
-                    "securityContext": {
-                        "fsGroup": paths.MARIADB_UID,
-                        "fsGroupChangePolicy": "OnRootMismatch",
-                    },
+                    **pod_security(fsGroup=paths.MARIADB_UID, fsGroupChangePolicy="OnRootMismatch"),
                     "containers": [mariadb],
                     "volumes": [
                         {
@@ -280,7 +278,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                     **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
                     **placement(spec.accounting.placement),
-                    "securityContext": {"fsGroup": paths.SLURM_UID},
+                    **pod_security(fsGroup=paths.SLURM_UID),
                     "initContainers": auth_sidecars(spec),
                     "containers": [slurmdbd],
                     "volumes": [

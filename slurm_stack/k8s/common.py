@@ -109,11 +109,21 @@ def non_root(uid: int) -> Manifest:
     }
 
 
+def pod_security(**fields: Any) -> Manifest:
+    """A PodSpec's securityContext: the runtime's default seccomp profile for every container
+    (each may still name its own), plus ``fields`` (fsGroup and the like)."""
+    return {"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, **fields}}
+
+
 def root_with(capabilities: list[str]) -> Manifest:
     """A root container limited to ``capabilities``; mount work needs AppArmor unconfined."""
     context: Manifest = {
         "runAsUser": 0,
         "capabilities": {"drop": ["ALL"], "add": sorted(capabilities)},
+        # The jail's mount work (mount, umount2, unshare, mount_setattr, chroot) is in the
+        # runtime's default profile for a container holding SYS_ADMIN and SYS_CHROOT
+        # (containerd: contrib/seccomp/seccomp_default.go); pivot_root is not, and is unused.
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
     if "SYS_ADMIN" in capabilities:
         # The default AppArmor profile denies mount(2) even with CAP_SYS_ADMIN.

@@ -3,7 +3,7 @@
 import hashlib
 
 from slurm_stack import paths
-from slurm_stack.k8s.common import Manifest, container, image_pull, metadata, pvc
+from slurm_stack.k8s.common import Manifest, container, image_pull, metadata, pod_security, pvc
 from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.render import submount_staging_path
 from slurm_stack.spec.models import (
@@ -65,7 +65,9 @@ def populate_job(spec: ClusterSpec) -> Manifest:
         # Copying a root filesystem keeps owners and modes, which needs these as root.
         "securityContext": {
             "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
     name = populate_job_name(spec)
@@ -78,6 +80,7 @@ def populate_job(spec: ClusterSpec) -> Manifest:
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
                     **pod_identity(spec, COMPONENT),
+                    **pod_security(),
                     **image_pull(spec),
                     "restartPolicy": "OnFailure",
                     "containers": [populate],

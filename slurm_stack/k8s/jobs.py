@@ -13,6 +13,7 @@ from slurm_stack.k8s.common import (
     image_pull,
     metadata,
     non_root,
+    pod_security,
 )
 from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.spec.models import ClusterSpec
@@ -39,6 +40,7 @@ def _client_pod(
     )
     return {
         **pod_identity(spec, role),  # the role is the component: reconfigure, nccl-benchmark
+        **pod_security(),
         **image_pull(spec),
         "restartPolicy": "OnFailure",
         "initContainers": client_auth_sidecars(spec),

@@ -11,6 +11,7 @@ from slurm_stack.k8s.common import (
     env,
     image_pull,
     metadata,
+    pod_security,
 )
 from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume
@@ -69,6 +70,7 @@ def users_job(spec: ClusterSpec, config_map: str, users_hash: str) -> Manifest:
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {
                     **pod_identity(spec, COMPONENT),
+                    **pod_security(),
                     **image_pull(spec),
                     "restartPolicy": "Never",
                     "initContainers": client_auth_sidecars(spec),

@@ -36,6 +36,7 @@ from slurm_stack.sandbox.podman import (
     pod_create_args,
 )
 from slurm_stack.sandbox.projected import write_projected
+from slurm_stack.sandbox.seccomp import write_runtime_default_profile
 from slurm_stack.sandbox.state import SandboxState
 
 Log = Callable[[str], None]
@@ -257,7 +258,12 @@ class Applier:
         env_file = _write_env(pod, container, self.state)
         restart = not pod.job and container.role != "init"
         args = container_create_args(
-            pod, container, env_file, str(self.state.hosts_file), restart=restart
+            pod,
+            container,
+            env_file,
+            str(self.state.hosts_file),
+            restart=restart,
+            runtime_default_seccomp=str(write_runtime_default_profile(self.state.seccomp_file)),
         )
         self.podman.run(args)
         self.podman.run(["start", name])

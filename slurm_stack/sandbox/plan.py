@@ -66,7 +66,7 @@ PHASES = {
 }
 
 # Upstream images no registry serves here, and the local build that stands in for each.
-LOCAL_IMAGES = {re.compile(r"^(docker\.io/(library/)?)?mariadb:"): "mariadb"}
+LOCAL_IMAGES = {re.compile(r"^(docker\.io/(library/)?)?mariadb[:@]"): "mariadb"}
 GPU_RESOURCE = "nvidia.com/gpu"
 # Where the fake GPU tools and their answers are mounted in GPU pods.
 FAKE_GPU_BIN = "/usr/bin"  # where the NVIDIA container toolkit puts nvidia-smi
@@ -112,6 +112,9 @@ class Container:
     no_new_privileges: bool = False
     privileged: bool = False
     apparmor_unconfined: bool = False
+    # The container's seccompProfile type; none means Unconfined, the kubelet's default
+    # unless the node runs with --seccomp-default.
+    seccomp: str = "Unconfined"
     mounts: tuple[Mount, ...] = ()
     devices: tuple[tuple[str, str], ...] = ()  # (host device, path in the container)
     probe: Probe | None = None
@@ -403,6 +406,7 @@ def _containers(
         ("sidecar" if c.get("restartPolicy") == "Always" else "init", c)
         for c in pod_spec.get("initContainers", [])
     ] + [("main", c) for c in pod_spec["containers"]]
+    pod_seccomp = pod_spec.get("securityContext", {}).get("seccompProfile", {})
     for role, container in entries:
         context = container.get("securityContext", {})
         mounts = [
@@ -435,6 +439,7 @@ def _containers(
                 no_new_privileges=context.get("allowPrivilegeEscalation") is False,
                 privileged=bool(context.get("privileged")),
                 apparmor_unconfined=context.get("appArmorProfile", {}).get("type") == "Unconfined",
+                seccomp=context.get("seccompProfile", pod_seccomp).get("type", "Unconfined"),
                 mounts=tuple(mounts),
                 devices=_gpu_devices(gpus),
                 probe=_probe(container),

@@ -66,7 +66,13 @@ def pod_create_args(pod: Pod, network: str, sandbox: str, fingerprint: str) -> l
 
 
 def container_create_args(
-    pod: Pod, container: Container, env_file: str, hosts_file: str, *, restart: bool
+    pod: Pod,
+    container: Container,
+    env_file: str,
+    hosts_file: str,
+    *,
+    restart: bool,
+    runtime_default_seccomp: str = "",
 ) -> list[str]:
     """`podman create` for one container, with the manifest's user, capabilities and mounts."""
     args = [
@@ -103,6 +109,16 @@ def container_create_args(
         args += ["--security-opt", "no-new-privileges"]
     if container.apparmor_unconfined:
         args += ["--security-opt", "apparmor=unconfined"]
+    if container.privileged:
+        pass  # podman, like the kubelet, gives a privileged container no seccomp filter
+    elif container.seccomp == "RuntimeDefault":
+        if not runtime_default_seccomp:
+            raise ValueError(f"{container.name}: no file holds the RuntimeDefault seccomp profile")
+        args += ["--security-opt", f"seccomp={runtime_default_seccomp}"]
+    elif container.seccomp == "Unconfined":
+        args += ["--security-opt", "seccomp=unconfined"]
+    else:
+        raise ValueError(f"{container.name}: the sandbox cannot apply seccomp {container.seccomp}")
     for mount in container.mounts:
         spec = f"type=bind,src={mount.source},dst={mount.target}"
         args += ["--mount", spec + (",ro=true" if mount.read_only else "")]

@@ -40,6 +40,11 @@ class SandboxState:
         return self.root / "hosts"
 
     @property
+    def seccomp_file(self) -> Path:
+        """The profile containers asking for seccomp `RuntimeDefault` get (sandbox/seccomp.py)."""
+        return self.root / "seccomp-runtime-default.json"
+
+    @property
     def ssh_key(self) -> Path:
         return self.root / "ssh" / "id_ed25519"
 

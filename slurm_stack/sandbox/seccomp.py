@@ -1,0 +1,32 @@
+"""The seccomp profile the sandbox gives containers that ask for `RuntimeDefault`.
+
+podman's default profile (containers-common) differs from containerd's, which a Kubernetes
+node runs: it lets any container call pivot_root(2). containerd's allows pivot_root to no
+one (contrib/seccomp/seccomp_default.go lists mount, umount2, unshare and mount_setattr
+under CAP_SYS_ADMIN and chroot under CAP_SYS_CHROOT, never pivot_root). The sandbox takes
+podman's profile without pivot_root, so what needs it fails here as it would on a node.
+"""
+
+import json
+from pathlib import Path
+
+PODMAN_DEFAULT_PROFILE = Path("/usr/share/containers/seccomp.json")
+NOT_IN_CONTAINERD_DEFAULT = frozenset({"pivot_root"})
+
+
+def runtime_default_profile(source: dict) -> dict:  # type: ignore[type-arg]
+    """``source`` (podman's default profile) without the calls containerd's refuses."""
+    syscalls = []
+    for rule in source.get("syscalls", []):
+        names = [name for name in rule["names"] if name not in NOT_IN_CONTAINERD_DEFAULT]
+        if names:
+            syscalls.append({**rule, "names": names})
+    return {**source, "syscalls": syscalls}
+
+
+def write_runtime_default_profile(target: Path, source: Path = PODMAN_DEFAULT_PROFILE) -> Path:
+    """Write the sandbox's RuntimeDefault profile to ``target`` and return it."""
+    profile = runtime_default_profile(json.loads(source.read_text()))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(profile, indent=1))
+    return target
