@@ -138,8 +138,8 @@ def test_exports(dev_run: ProgramRun) -> None:
     config_map = dev_run.get("kubernetes:core/v1:ConfigMap", "dev-slurm-config")
     assert dev_run.outputs == {
         "namespace": "slurm-dev",
-        "loginEndpoint": "<any-node-address>:30022",
-        "sshCommand": "ssh -p 30022 alice@<any-node-address>",
+        "loginEndpoint": "<address-of-a-node-running-a-login-pod>:30022",
+        "sshCommand": "ssh -p 30022 alice@<address-of-a-node-running-a-login-pod>",
         "configHash": config_map.inputs["metadata"]["name"].removeprefix("dev-slurm-config-"),
         "slurmVersion": "26.05",
     }
@@ -264,7 +264,10 @@ def test_production_example(prod_run: ProgramRun) -> None:
     assert login["type"] == "NodePort"
     assert login["ports"][0]["nodePort"] == 30022
     assert prod_run.get("slurm-stack:index:HealthChecks", "prod-health")
-    assert prod_run.outputs["sshCommand"] == "ssh -p 30022 root@<any-node-address>"
+    assert (
+        prod_run.outputs["sshCommand"]
+        == "ssh -p 30022 root@<address-of-a-node-running-a-login-pod>"
+    )
 
 
 @pytest.mark.parametrize("mode", ["embedded", "mariadb-operator"])

@@ -78,7 +78,9 @@ def _endpoint(spec: ClusterSpec, service: Service) -> pulumi.Output[str]:
         def from_spec(service_spec: object) -> str:
             ports = getattr(service_spec, "ports", None) or []
             node_port = ports[0].node_port if ports else None
-            return f"<any-node-address>:{node_port or spec.login.service.node_port}"
+            # externalTrafficPolicy Local: only nodes running a login pod answer.
+            node = "<address-of-a-node-running-a-login-pod>"
+            return f"{node}:{node_port or spec.login.service.node_port}"
 
         return service.spec.apply(from_spec)
     return pulumi.Output.from_input(
