@@ -185,3 +185,10 @@ def test_scale_to_zero_and_back_cancels_what_cannot_be_requeued(drain: Cluster) 
     assert [drain.node_reason(node) for node in ("drain-cpu-0", "drain-cpu-1")] == ["none"] * 2
     out = drain.ok(drain.login("srun -N2 hostname"))
     assert sorted(out.split()) == ["drain-cpu-0", "drain-cpu-1"]
+
+
+def test_root_jobs_are_refused_unless_the_stack_allows_them(drain: Cluster) -> None:
+    # This stack leaves jail.allowRootJobs off; the itest stack turns it on for its root tests.
+    result = drain.sandbox.exec("drain-login-0", ["sh", "-c", "srun -t 1 true"])
+    assert result.returncode != 0
+    assert "DisableRootJobs=YES" in drain.ok(drain.ctl("scontrol show config"))

@@ -244,7 +244,7 @@ def test_populate_jail_rerun_keeps_user_data(cluster: Cluster) -> None:
 def test_the_embedded_database_runs_with_the_settings_slurm_needs(cluster: Cluster) -> None:
     database = cluster.sandbox.node_container("itest-mariadb-0")
     query = (
-        'mariadb -uslurm -p"$MARIADB_PASSWORD" -N -B -e '
+        'mariadb -uslurm -p"$(cat "$MARIADB_PASSWORD_FILE")" -N -B -e '
         '"select @@innodb_snapshot_isolation, @@innodb_lock_wait_timeout, '
         '@@innodb_buffer_pool_size, @@innodb_log_file_size, @@max_allowed_packet"'
     )

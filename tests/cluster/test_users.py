@@ -182,3 +182,21 @@ def test_a_name_an_admin_created_by_hand_is_refused(users: Cluster, keys: dict[s
         in str(failed.value)
     )
     assert (users.jail / "etc" / "passwd").read_bytes() == passwd
+
+
+def test_the_next_users_job_finds_no_file_or_process_of_the_last(
+    users: Cluster, keys: dict[str, Path]
+) -> None:
+    node = "users-cpu-0"
+    users.ok_as(
+        "alice",
+        keys["alice"],
+        f"srun -w {node} sh -c 'echo secret > /tmp/alice-was-here; (setsid sleep 2468 &)'",
+    )
+    out = users.ok_as(
+        "bob",
+        keys["bob"],
+        f'srun -w {node} sh -c \'ls -A /tmp; ps -eo user=,stat=,args= | grep "[s]leep 2468" | '
+        'grep -v " Z" || true\'',
+    )
+    assert "alice-was-here" not in out and "sleep 2468" not in out, out
