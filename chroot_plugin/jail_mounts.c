@@ -342,24 +342,27 @@ int jail_enter(const struct jail_config *cfg, unsigned int job_id, int *gpu_boun
 	return rc ? rc : switch_root(cfg->jail);
 }
 
-int jail_enter_void(const struct jail_config *cfg)
+int jail_enter_void(const struct jail_config *cfg, unsigned int job_id)
 {
-	char tmp[PATH_MAX];
 	char saved[sizeof(jail_error)];
+	int gpu_bound, rc;
 
 	memcpy(saved, jail_error, sizeof(saved));
 	if (!in_private_namespace && private_namespace())
 		return -1;
 	in_private_namespace = 1;
 	if (mount("void", cfg->jail, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  "size=64k,mode=0755") != 0)
+		  "size=1m,mode=0755") != 0)
 		return fail("mount an empty root at %s: %s", cfg->jail, strerror(errno));
-	/* slurmstepd falls back to /tmp when it cannot enter the job's directory. */
-	if (snprintf(tmp, sizeof(tmp), "%s/tmp", cfg->jail) >= (int)sizeof(tmp))
-		return fail("the jail path %s is too long", cfg->jail);
-	if (mkdir(tmp, 01777) != 0 || chmod(tmp, 01777) != 0)
-		return fail("create %s: %s", tmp, strerror(errno));
-	if (switch_root(cfg->jail))
+	root_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root_fd < 0)
+		return fail("open %s: %s", cfg->jail, strerror(errno));
+	/* slurmstepd still talks to slurmctld and srun (munge, host names) and tracks its tasks
+	 * (/proc): the node-local pieces come along, the jail's files do not. */
+	rc = bind_node_local(cfg, job_id, &gpu_bound);
+	close(root_fd);
+	root_fd = -1;
+	if (rc || switch_root(cfg->jail))
 		return -1;
 	memcpy(jail_error, saved, sizeof(saved));
 	return 0;

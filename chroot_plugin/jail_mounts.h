@@ -19,10 +19,12 @@ extern char jail_error[1024];
 int jail_enter(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound);
 
 /*
- * After jail_enter failed: make `/` an empty, throwaway directory, so that nothing the step
- * does next (open the job's files, change into its directory) reaches the pod's own files.
- * Returns 0, or -1 with jail_error set (the step must then fail).
+ * After jail_enter failed: make `/` an empty, throwaway root with only the node-local pieces
+ * slurmstepd itself needs (the munge socket, name service files, /proc), so that nothing the
+ * step does next (open the job's files, change into its directory) reaches the pod's own
+ * files, and the step can still report its tasks' failure. Keeps jail_error. Returns 0, or
+ * -1 with jail_error set (the step must then fail).
  */
-int jail_enter_void(const struct jail_config *cfg);
+int jail_enter_void(const struct jail_config *cfg, unsigned int job_id);
 
 #endif

@@ -110,7 +110,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	snprintf(failure, sizeof(failure), "%s", jail_error);
 	jail_failed = 1;
 	slurm_error("chroot: job %u: %s", job_id, failure);
-	if (jail_enter_void(&cfg) != 0) {
+	if (jail_enter_void(&cfg, job_id) != 0) {
 		slurm_error("chroot: job %u: %s", job_id, jail_error);
 		return -1;
 	}

@@ -184,9 +184,11 @@ static void refuses_a_symlink_and_falls_back_to_an_empty_root(void)
 	snprintf(cfg.binds[0].target, PATH_MAX, "/home/user/link/scratch");
 	CHECK(jail_enter(&cfg, 43, &gpu) == -1);
 	CHECK(strstr(jail_error, "symlink") != NULL);
-	CHECK(jail_enter_void(&cfg) == 0);
+	CHECK(jail_enter_void(&cfg, 43) == 0);
 	CHECK(strstr(jail_error, "symlink") != NULL); /* the first reason is kept */
-	CHECK(access("/etc/passwd", F_OK) != 0);
+	CHECK(access("/etc/passwd", F_OK) != 0);     /* none of the jail's files */
+	CHECK(access(cfg.spool, F_OK) == 0);         /* what slurmstepd itself needs */
+	CHECK(access("/proc/self/status", R_OK) == 0);
 	CHECK(access("/tmp", W_OK) == 0);
 }
 
