@@ -30,6 +30,7 @@ CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
 HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
 EPILOG = f"{PROJECT_LIB_DIR}/epilog"  # slurmd's, in worker pods
 AUTHORIZED_KEYS_COMMAND = f"{PROJECT_LIB_DIR}/authorized-keys"  # sshd's, in login pods
+ROOT_SESSION = f"{PROJECT_LIB_DIR}/root-session"  # root's ForceCommand, in login pods
 SYNC_USERS = f"{PROJECT_LIB_DIR}/sync-users"  # the users Job's program
 
 SLURMCTLD_PORT = 6817

@@ -30,7 +30,8 @@ COMPONENT = "login"
 # DAC_OVERRIDE), stops sessions (KILL), listens on 22 (NET_BIND_SERVICE), becomes the user
 # (SETUID, SETGID) and chroots each session into the jail (SYS_CHROOT). SYS_ADMIN binds the
 # pod's node-local pieces into the jail at start; SETPCAP then takes SYS_ADMIN out of the
-# bounding set before sshd starts, so no session holds it (images/base/entrypoint).
+# bounding set before sshd starts, so no session holds it (images/base/entrypoint), and
+# takes SYS_CHROOT out of root's sessions (images/login/root-session).
 LOGIN_CAPABILITIES = [
     "AUDIT_WRITE",
     "CHOWN",

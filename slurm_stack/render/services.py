@@ -120,4 +120,10 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         ("Subsystem", "sftp internal-sftp"),
     ]
     settings = [(key, value) for key, value in defaults if key.lower() not in overridden]
-    return render_template("sshd_config.j2", cluster=spec.name, settings=settings, extra=extra)
+    return render_template(
+        "sshd_config.j2",
+        cluster=spec.name,
+        settings=settings,
+        extra=extra,
+        root_session=paths.ROOT_SESSION,
+    )
