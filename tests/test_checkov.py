@@ -42,10 +42,7 @@ SKIP_CHECKS = {
 }
 
 MUNGE = "the munge sidecar starts as root with CHOWN/SETUID/SETGID to take its key"
-JAIL = (
-    "slurmd/sshd set up the jail as root with SYS_ADMIN (beside which Kubernetes refuses "
-    "allowPrivilegeEscalation: false); tasks and sessions drop it"
-)
+JAIL = "slurmd/sshd set up the jail as root with SYS_ADMIN; tasks and sessions drop it"
 
 ALLOWED: dict[tuple[str, str], str] = {
     # Added capabilities (any).
@@ -70,9 +67,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("CKV_K8S_40", "users"): "sync-users creates accounts and homes in the jail as root",
     ("CKV_K8S_40", "jail"): "populate-jail writes a root filesystem as root",
     ("CKV_K8S_40", "database"): "the upstream MariaDB image's mysql user (999) owns its data",
-    # allowPrivilegeEscalation.
-    ("CKV_K8S_20", "worker"): JAIL,
-    ("CKV_K8S_20", "login"): JAIL,
     # CPU and memory requests: a pool's requests are workerPools[].resources; itest's fake-GPU
     # pool sets none.
     ("CKV_K8S_10", "worker"): "a pool's requests are the stack file's; itest's gpu pool has none",

@@ -119,6 +119,9 @@ def root_with(capabilities: list[str]) -> Manifest:
     """A root container limited to ``capabilities``; mount work needs AppArmor unconfined."""
     context: Manifest = {
         "runAsUser": 0,
+        # no_new_privs for every process of the container: no setuid program or file
+        # capability raises anyone's privileges (the jail's mounts are plain syscalls).
+        "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"], "add": sorted(capabilities)},
         # The jail's mount work (mount, umount2, unshare, mount_setattr, chroot) is in the
         # runtime's default profile for a container holding SYS_ADMIN and SYS_CHROOT

@@ -2,6 +2,7 @@
 jail, root in a job holds no capability that changes the node, setuid programs raise no
 one's privileges, and nothing a job leaves behind (files in /tmp, processes) outlives it."""
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,3 +155,38 @@ def test_a_process_a_job_leaves_behind_is_killed_when_it_ends(cluster: Cluster) 
     )
     assert cluster.job_state(other) == "RUNNING"  # the user's other job was left alone
     cluster.ok(cluster.login(f"scancel {other}"))
+
+
+def test_root_over_ssh_is_jail_root_without_the_way_out_of_the_chroot(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    key = tmp_path / "root-key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+
+    def root_key(spec: dict) -> None:  # type: ignore[type-arg]
+        spec["login"]["rootAuthorizedKeys"] = [key.with_suffix(".pub").read_text().strip()]
+
+    cluster.edit_stack(root_key)
+    cluster.sandbox.up(build=False)
+    status = wait_for(
+        "root's key to reach the login node",
+        lambda: cluster.login_as("root", key, "id -u; grep CapBnd /proc/self/status").stdout,
+    )
+    uid, bounding = status.split("\n", 1)
+    assert uid == "0"
+    capabilities = int(bounding.split()[1], 16)
+    assert not capabilities & (1 << 18 | 1 << 21 | 1 << 8)  # SYS_CHROOT, SYS_ADMIN, SETPCAP
+    escape = cluster.login_as("root", key, "mkdir -p /tmp/out && chroot /tmp/out /bin/true")
+    assert escape.returncode != 0 and "Operation not permitted" in escape.stderr
+    assert cluster.login_as("root", key, "cat /.slurm-stack-populated").returncode == 0
+
+
+def test_an_interactive_step_gets_its_terminal_inside_the_jail(cluster: Cluster) -> None:
+    command = [
+        *cluster.sandbox.ssh_command(tty=True),
+        f"srun -w {NODE} --pty sh -c 'tty; test -e /.slurm-stack-populated && echo in-jail'",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    lines = result.stdout.replace("\r", "").split()
+    assert any(line.startswith("/dev/pts/") for line in lines), result.stdout + result.stderr
+    assert "in-jail" in lines
