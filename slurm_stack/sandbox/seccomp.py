@@ -8,6 +8,8 @@ podman's profile without pivot_root, so what needs it fails here as it would on 
 """
 
 import json
+import os
+import threading
 from pathlib import Path
 
 PODMAN_DEFAULT_PROFILE = Path("/usr/share/containers/seccomp.json")
@@ -26,7 +28,12 @@ def runtime_default_profile(source: dict) -> dict:  # type: ignore[type-arg]
 
 def write_runtime_default_profile(target: Path, source: Path = PODMAN_DEFAULT_PROFILE) -> Path:
     """Write the sandbox's RuntimeDefault profile to ``target`` and return it."""
-    profile = runtime_default_profile(json.loads(source.read_text()))
+    text = json.dumps(runtime_default_profile(json.loads(source.read_text())), indent=1)
+    if target.exists() and target.read_text() == text:
+        return target
+    # Containers start in parallel and read the file: replace it whole, never half-written.
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(profile, indent=1))
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}")
+    partial.write_text(text)
+    partial.replace(target)
     return target
