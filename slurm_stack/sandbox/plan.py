@@ -33,6 +33,12 @@ Everything Kubernetes does that podman does not is translated here, in one place
   nothing asks them (`kubectl drain` would);
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
   podman's network (on Kubernetes the network plugin enforces them);
+- seccomp follows the manifest: no profile is Unconfined (the kubelet's default without
+  --seccomp-default), `RuntimeDefault` is podman's default profile without pivot_root
+  (containerd's lacks it; `sandbox/seccomp.py`); what stays different: podman's and
+  containerd's default profiles differ in other calls too;
+- AppArmor is not exercised: this host's kernel has no AppArmor, so `Unconfined` and the
+  runtime's default profile (which denies mount(2)) behave alike here;
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
 - a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library
