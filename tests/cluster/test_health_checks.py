@@ -84,14 +84,10 @@ def test_nccl_benchmark_drains_the_slow_node_and_leaves_the_fast_one(cluster: Cl
         )
     except pytest.fail.Exception as failure:
         state = cluster.ctl(
-            "sacct -a -n -X -P --name=nccl-benchmark -o JobID,NodeList,State,ExitCode; "
+            "sacct -a -n -X -P --name=nccl-benchmark -o JobID,NodeList,State,ExitCode,Comment; "
             "squeue -a; sinfo -N -h -o '%N %t %E'"
         )
-        output = cluster.node("itest-gpu-0", "tail -n 5 /tmp/nccl-benchmark-itest-gpu-0-*.out")
-        pytest.fail(
-            f"{failure}\nbenchmark jobs, queue and nodes:\n{state.stdout}{state.stderr}"
-            f"job output on itest-gpu-0:\n{output.stdout}{output.stderr}"
-        )
+        pytest.fail(f"{failure}\nbenchmark jobs, queue and nodes:\n{state.stdout}{state.stderr}")
     assert "120" in reason
     jobs = cluster.ok(cluster.ctl("sacct -n -X -P --name=nccl-benchmark -o NodeList,State"))
     wait_for(
