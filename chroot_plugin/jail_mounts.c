@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -161,7 +162,22 @@ static int restrict_mount(const char *inside, int is_dir, uint64_t attrs, int re
 	return 0;
 }
 
-/* Bind `source` (a path in the pod, or a descriptor's /proc path) at `inside`. */
+/* Whether the mount holding `path` already has `attrs` (a bind copies its source's). */
+static int has_attributes(const char *path, uint64_t attrs)
+{
+	struct statvfs vfs;
+	unsigned long want = 0;
+
+	want |= (attrs & MOUNT_ATTR_RDONLY) ? ST_RDONLY : 0;
+	want |= (attrs & MOUNT_ATTR_NOSUID) ? ST_NOSUID : 0;
+	want |= (attrs & MOUNT_ATTR_NODEV) ? ST_NODEV : 0;
+	want |= (attrs & MOUNT_ATTR_NOEXEC) ? ST_NOEXEC : 0;
+	return statvfs(path, &vfs) == 0 && (vfs.f_flag & want) == want;
+}
+
+/* Bind `source` (a path in the pod) at `inside`, then give the new mount `attrs` unless its
+ * source mount has them already (for a recursive bind: the top one; the runtime mounts
+ * /proc, /sys and /dev, and everything it mounts below them, nosuid). */
 static int bind_in(const char *source, const char *inside, int recursive, uint64_t attrs)
 {
 	char target[64];
@@ -182,13 +198,15 @@ static int bind_in(const char *source, const char *inside, int recursive, uint64
 		return fail("bind %s -> %s in the jail: %s", source, inside, strerror(err));
 	}
 	close(fd);
-	return attrs ? restrict_mount(inside, is_dir, attrs, recursive) : 0;
+	return attrs && !has_attributes(source, attrs) ? restrict_mount(inside, is_dir, attrs, recursive)
+						       : 0;
 }
 
 /*
  * The pod's /proc, whose sensitive parts the container runtime already masks or makes
  * read-only; a fresh procfs would come without those masks. The kernel tunables are made
- * read-only here as well, for pods that run privileged (where the runtime masks nothing).
+ * read-only here where they are not yet, for pods that run privileged (where the runtime
+ * masks nothing).
  */
 static const char *const proc_read_only[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
 					     "/proc/bus", "/proc/fs"};
@@ -201,9 +219,10 @@ static int bind_proc(void)
 		return -1;
 	for (size_t i = 0; i < sizeof(proc_read_only) / sizeof(*proc_read_only); i++) {
 		const char *path = proc_read_only[i];
-		struct stat st;
+		struct statvfs vfs;
 
-		if (stat(path, &st) != 0)
+		/* Missing, or read-only already (the runtime's own mount came along with /proc). */
+		if (statvfs(path, &vfs) != 0 || (vfs.f_flag & ST_RDONLY))
 			continue;
 		if (bind_in(path, path, 1, noexec | MOUNT_ATTR_RDONLY))
 			return -1;
