@@ -105,7 +105,7 @@ def test_await_decisions(dev_run: ProgramRun) -> None:
         is_worker = resource.inputs["metadata"]["name"] == "dev-cpu"
         assert (annotations.get(skip) == "true") == is_worker, resource.urn
     populate = dev_run.get("kubernetes:batch/v1:Job", "dev-jail-populate")
-    assert populate.custom_timeouts == {"create": "60m", "update": "60m"}
+    assert populate.custom_timeouts == {"create": "185m", "update": "185m"}
 
 
 def test_secrets_stay_secret(dev_run: ProgramRun) -> None:

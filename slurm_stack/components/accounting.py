@@ -8,6 +8,7 @@ from pulumi_kubernetes.core.v1 import ConfigMap, PersistentVolumeClaim, Service,
 
 from slurm_stack import naming
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s import accounting as builders
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.identity import service_account
@@ -59,7 +60,9 @@ class Accounting(pulumi.ComponentResource):
             name,
             builders.slurmdbd_deployment(spec, config_name),
             child_options(
-                self, depends_on=[config, account, *database, *depends_on], timeout="20m"
+                self,
+                depends_on=[config, account, *database, *depends_on],
+                timeout=TIMEOUTS["slurmdbd"],
             ),
         )
         self.register_outputs({"slurmdbd": self.slurmdbd.metadata.name})
@@ -79,7 +82,9 @@ class Accounting(pulumi.ComponentResource):
                     kind=manifest["kind"],
                     metadata=manifest["metadata"],
                     spec=manifest["spec"],
-                    opts=child_options(self, depends_on=depends_on, keep=True, timeout="20m"),
+                    opts=child_options(
+                        self, depends_on=depends_on, keep=True, timeout=TIMEOUTS["mariadb-operator"]
+                    ),
                 )
             ]
         claim = register(
@@ -99,6 +104,8 @@ class Accounting(pulumi.ComponentResource):
             StatefulSet,
             f"{name}-mariadb",
             builders.db_statefulset(spec),
-            child_options(self, depends_on=[claim, account, *depends_on], timeout="20m"),
+            child_options(
+                self, depends_on=[claim, account, *depends_on], timeout=TIMEOUTS["mariadb"]
+            ),
         )
         return [mariadb]

@@ -17,6 +17,7 @@ from slurm_stack.components.kube import child_options, register
 from slurm_stack.components.login import LoginPool
 from slurm_stack.components.network import NetworkPolicies
 from slurm_stack.components.secrets import ClusterSecrets
+from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.components.users import Users
 from slurm_stack.components.workers import WorkerPool
 from slurm_stack.k8s.common import config_map
@@ -126,7 +127,9 @@ class SlurmCluster(pulumi.ComponentResource):
             f"{name}-reconfigure",
             reconfigure_job(spec, config_name, config_hash),
             child_options(
-                self, depends_on=[controller.statefulset, reconfigure_account], timeout="15m"
+                self,
+                depends_on=[controller.statefulset, reconfigure_account],
+                timeout=TIMEOUTS["reconfigure"],
             ),
         )
         if spec.nccl_enabled:

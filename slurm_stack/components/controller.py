@@ -5,6 +5,7 @@ from pulumi_kubernetes.apps.v1 import StatefulSet
 from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, Service, ServiceAccount
 
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.controller import (
     COMPONENT,
     controller_service,
@@ -46,7 +47,9 @@ class Controller(pulumi.ComponentResource):
             StatefulSet,
             name,
             controller_statefulset(spec, config_map),
-            child_options(self, depends_on=[state, account, *depends_on], timeout="15m"),
+            child_options(
+                self, depends_on=[state, account, *depends_on], timeout=TIMEOUTS["slurmctld"]
+            ),
         )
         self.register_outputs(
             {"statefulSet": self.statefulset.metadata.name, "service": self.service.metadata.name}

@@ -5,6 +5,7 @@ from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, ServiceAccount
 
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.jail import COMPONENT, jail_pvc, populate_job
 from slurm_stack.spec.models import ClusterSpec
@@ -41,6 +42,6 @@ class Jail(pulumi.ComponentResource):
             Job,
             f"{name}-populate",
             populate_job(spec),
-            child_options(self, depends_on=depends_on, timeout="60m"),
+            child_options(self, depends_on=depends_on, timeout=TIMEOUTS["populate-jail"]),
         )
         self.register_outputs({"populateJob": self.populated.metadata.name})

@@ -7,6 +7,7 @@ from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack import naming
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.disruption import login_disruption_budget
 from slurm_stack.k8s.identity import service_account
@@ -39,7 +40,10 @@ class LoginPool(pulumi.ComponentResource):
         )
         # A LoadBalancer gets its address from the cloud; allow for slow providers.
         service = register(
-            Service, f"{name}-service", login_service(spec), child_options(self, timeout="15m")
+            Service,
+            f"{name}-service",
+            login_service(spec),
+            child_options(self, timeout=TIMEOUTS["login-service"]),
         )
         account = register(
             ServiceAccount,
@@ -51,7 +55,9 @@ class LoginPool(pulumi.ComponentResource):
             StatefulSet,
             name,
             login_statefulset(spec, config_name),
-            child_options(self, depends_on=[config, account, *depends_on], timeout="20m"),
+            child_options(
+                self, depends_on=[config, account, *depends_on], timeout=TIMEOUTS["login"]
+            ),
         )
         register(
             PodDisruptionBudget,

@@ -5,6 +5,7 @@ from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import ConfigMap, ServiceAccount
 
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.users import COMPONENT, users_config_map, users_job
 from slurm_stack.render import content_hash, users_config_files
@@ -41,6 +42,8 @@ class Users(pulumi.ComponentResource):
             Job,
             f"{name}-sync",
             users_job(spec, slurm_config_map, content_hash(files)),
-            child_options(self, depends_on=[self.config_map, account, *depends_on], timeout="15m"),
+            child_options(
+                self, depends_on=[self.config_map, account, *depends_on], timeout=TIMEOUTS["users"]
+            ),
         )
         self.register_outputs({"usersJob": job.metadata.name})

@@ -197,6 +197,12 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
     }
 
 
+# pulumi-kubernetes creates a custom resource and moves on unless it carries this annotation
+# (provider/pkg/metadata/overrides.go, ReadyCondition): `condition=Ready` waits for the
+# operator's status condition Ready=True, so slurmdbd starts against a running server.
+WAIT_FOR_READY = {"pulumi.com/waitFor": "condition=Ready"}
+
+
 def mariadb_operator_resource(spec: ClusterSpec) -> Manifest:
     """A `k8s.mariadb.com/v1alpha1` MariaDB for an installed mariadb-operator. Root has its
     own password: the operator manages the server as root over the network."""
@@ -210,7 +216,9 @@ def mariadb_operator_resource(spec: ClusterSpec) -> Manifest:
     return {
         "apiVersion": "k8s.mariadb.com/v1alpha1",
         "kind": "MariaDB",
-        "metadata": metadata(spec, naming.database_name(spec.name), DB_COMPONENT),
+        "metadata": metadata(
+            spec, naming.database_name(spec.name), DB_COMPONENT, annotations=WAIT_FOR_READY
+        ),
         "spec": {
             "rootPasswordSecretKeyRef": {
                 "name": root_secret,

@@ -17,6 +17,12 @@ from slurm_stack.spec.models import (
 
 COMPONENT = "jail"
 
+# How long populate-jail may run. Copying a large root filesystem (CUDA, compilers: tens of
+# GB) onto network storage can take well over an hour; a shorter deadline would kill a
+# healthy copy half-way. The deadline only stops a hung one. Pulumi waits a little longer
+# (slurm_stack/components/timeouts.py), so `up` reports the Job's own DeadlineExceeded.
+POPULATE_DEADLINE_SECONDS = 3 * 3600
+
 
 def jail_claim_name(spec: ClusterSpec) -> str:
     """The claim every login and worker pod mounts at /mnt/jail."""
@@ -75,7 +81,7 @@ def populate_job(spec: ClusterSpec) -> Manifest:
         "metadata": metadata(spec, name, COMPONENT),
         "spec": {
             "backoffLimit": 3,
-            "activeDeadlineSeconds": 3 * 3600,
+            "activeDeadlineSeconds": POPULATE_DEADLINE_SECONDS,
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
                 "spec": {

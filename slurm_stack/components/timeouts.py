@@ -1,0 +1,28 @@
+"""Every Pulumi custom timeout (create and update), in one place.
+
+docs/deploy.md lists this table; tests/test_awaits.py checks that they agree. A Job's
+timeout is its `activeDeadlineSeconds` plus `JOB_MARGIN`: Kubernetes ends the Job first,
+and pulumi-kubernetes reports its `DeadlineExceeded` condition (a clear error) instead of
+timing out while the Job still runs.
+"""
+
+from slurm_stack.k8s.jail import POPULATE_DEADLINE_SECONDS
+
+JOB_MARGIN_SECONDS = 5 * 60
+
+
+def _minutes(seconds: int) -> str:
+    return f"{-(-seconds // 60)}m"
+
+
+TIMEOUTS: dict[str, str] = {
+    "mariadb": "20m",  # embedded MariaDB StatefulSet
+    "mariadb-operator": "20m",  # `MariaDB` custom resource, awaited for condition Ready
+    "slurmdbd": "20m",  # Deployment
+    "slurmctld": "15m",  # StatefulSet
+    "populate-jail": _minutes(POPULATE_DEADLINE_SECONDS + JOB_MARGIN_SECONDS),  # Job
+    "login": "20m",  # StatefulSet
+    "login-service": "15m",  # Service
+    "reconfigure": _minutes(15 * 60 + JOB_MARGIN_SECONDS),  # Job, activeDeadlineSeconds 900
+    "users": _minutes(15 * 60 + JOB_MARGIN_SECONDS),  # Job, activeDeadlineSeconds 900
+}
