@@ -1,5 +1,6 @@
 """Small lookups over a recorded program run."""
 
+import re
 from typing import Any
 
 from slurm_stack.offline import ProgramRun, RecordedResource
@@ -16,6 +17,15 @@ def by_name(run: ProgramRun, kind: str, name: str) -> RecordedResource:
     """The Kubernetes resource of ``kind`` whose metadata.name is ``name``."""
     found = [r for r in kube(run, kind) if r.inputs["metadata"]["name"] == name]
     assert len(found) == 1, f"{len(found)} {kind} named {name}"
+    return found[0]
+
+
+def by_content(run: ProgramRun, type_: str, name: str) -> RecordedResource:
+    """The one resource of ``type_`` whose logical name is ``name`` plus a content digest
+    (`<name>-<hex>`: ConfigMaps and Jobs named by what they hold)."""
+    pattern = re.compile(re.escape(name) + r"-[0-9a-f]+")
+    found = [r for r in run.resources if r.type == type_ and pattern.fullmatch(r.name)]
+    assert len(found) == 1, f"{len(found)} {type_} named {name}-<digest>"
     return found[0]
 
 

@@ -11,7 +11,7 @@ from slurm_stack.program import run
 from slurm_stack.render.directory import render_sssd_conf
 from slurm_stack.spec import SpecError, load_spec
 from tests.conftest import DEV_STACK
-from tests.helpers import by_name, containers
+from tests.helpers import by_content, by_name, containers
 
 PASSWORD = "directory-reader-secret"
 DIRECTORY = {
@@ -99,7 +99,7 @@ def test_every_pod_that_resolves_users_has_sssd_beside_it(directory_run: Program
         # The config Secret (with the password) is mounted in sssd only.
         assert not [m for m in pod[main]["volumeMounts"] if m["name"] == "sssd-config"]
     # Tasks resolve directory users too: the sockets are bound into the jail, read-only.
-    config = next(r for r in directory_run.resources if r.name == "dev-slurm-config").inputs[
+    config = by_content(directory_run, "kubernetes:core/v1:ConfigMap", "dev-slurm-config").inputs[
         "data"
     ]["plugstack.conf"]
     assert "ro_bind=/var/lib/sss/pipes:/var/lib/sss/pipes" in config

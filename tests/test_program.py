@@ -1,6 +1,7 @@
 """The stack program under Pulumi's mock engine: graph, options, secrets, exports."""
 
 import json
+import re
 
 import pytest
 
@@ -8,7 +9,7 @@ from slurm_stack.k8s.accounting import storage_pass_problem
 from slurm_stack.offline import ProgramRun, run_program
 from slurm_stack.program import run
 from slurm_stack.spec import SpecError
-from tests.helpers import by_name, containers, kube
+from tests.helpers import by_content, by_name, containers, kube
 
 COMPONENTS = {
     "SlurmCluster",
@@ -32,7 +33,8 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
     assert types == COMPONENTS  # no HealthChecks: dev has no GPU pool
     cluster = dev_run.get("slurm-stack:index:SlurmCluster", "dev")
     assert cluster.parent is None or cluster.parent.endswith("pulumi:pulumi:Stack::slurm-stack-dev")
-    children = {(r.type, r.name) for r in dev_run.children(cluster.urn)}
+    digest = re.compile(r"-[0-9a-f]{6,}$")
+    children = {(r.type, digest.sub("-<digest>", r.name)) for r in dev_run.children(cluster.urn)}
     assert children == {
         ("slurm-stack:index:ClusterSecrets", "dev-secrets"),
         ("slurm-stack:index:Accounting", "dev-accounting"),
@@ -41,8 +43,8 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
         ("slurm-stack:index:LoginPool", "dev-login"),
         ("slurm-stack:index:WorkerPool", "dev-cpu"),
         ("slurm-stack:index:Users", "dev-users"),
-        ("kubernetes:core/v1:ConfigMap", "dev-slurm-config"),
-        ("kubernetes:batch/v1:Job", "dev-reconfigure"),
+        ("kubernetes:core/v1:ConfigMap", "dev-slurm-config-<digest>"),
+        ("kubernetes:batch/v1:Job", "dev-reconfigure-<digest>"),
         ("kubernetes:core/v1:ServiceAccount", "dev-reconfigure-service-account"),
         ("kubernetes:policy/v1:PodDisruptionBudget", "dev-services-disruption-budget"),
         ("slurm-stack:index:NetworkPolicies", "dev-network"),
@@ -54,6 +56,27 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
             assert resource.parent in urns, resource.urn
         if not resource.custom:
             assert resource.outputs_registered, resource.urn
+
+
+def test_objects_named_by_content_carry_the_digest_in_their_logical_name(
+    dev_run: ProgramRun,
+) -> None:
+    """A revert after a failed update registers the old object again, which still exists:
+    with a fixed logical name it would be a replacement onto a name that is taken."""
+    named = [
+        ("kubernetes:core/v1:ConfigMap", "dev-slurm-config"),
+        ("kubernetes:core/v1:ConfigMap", "dev-accounting-config"),
+        ("kubernetes:core/v1:ConfigMap", "dev-login-config"),
+        ("kubernetes:batch/v1:Job", "dev-reconfigure"),
+        ("kubernetes:batch/v1:Job", "dev-users-sync"),
+        ("kubernetes:batch/v1:Job", "dev-jail-populate"),
+    ]
+    for type_, name in named:
+        resource = by_content(dev_run, type_, name)
+        digest = resource.name.removeprefix(f"{name}-")
+        assert resource.inputs["metadata"]["name"].endswith(f"-{digest}"), resource.name
+        # Stacks deployed before keep their object: the old fixed name is an alias.
+        assert resource.alias_names == (name,), resource.name
 
 
 def test_only_user_data_is_protected(dev_run: ProgramRun) -> None:
@@ -78,12 +101,12 @@ def test_ordering_through_depends_on(dev_run: ProgramRun) -> None:
     assert {
         urn("apps/v1:Deployment", "dev-accounting"),
         urn("core/v1:PersistentVolumeClaim", "dev-controller-state"),
-        dev_run.get("kubernetes:core/v1:ConfigMap", "dev-slurm-config").urn,
+        by_content(dev_run, "kubernetes:core/v1:ConfigMap", "dev-slurm-config").urn,
     } <= depends("apps/v1:StatefulSet", "dev-controller")
     for workload in ("dev-login", "dev-cpu"):
         assert {controller, populate} <= depends("apps/v1:StatefulSet", workload)
     assert urn("core/v1:PersistentVolumeClaim", "dev-jail") in set(
-        dev_run.get("kubernetes:batch/v1:Job", "dev-jail-populate").dependencies
+        by_content(dev_run, "kubernetes:batch/v1:Job", "dev-jail-populate").dependencies
     )
     # Accounts are applied once the controller, slurmdbd and the jail are there; login pods
     # mount the users ConfigMap, so it exists before them.
@@ -93,9 +116,10 @@ def test_ordering_through_depends_on(dev_run: ProgramRun) -> None:
         populate,
         urn("apps/v1:Deployment", "dev-accounting"),
         users_config,
-    } <= set(dev_run.get("kubernetes:batch/v1:Job", "dev-users-sync").dependencies)
+    } <= set(by_content(dev_run, "kubernetes:batch/v1:Job", "dev-users-sync").dependencies)
     assert users_config in depends("apps/v1:StatefulSet", "dev-login")
-    assert controller in dev_run.get("kubernetes:batch/v1:Job", "dev-reconfigure").dependencies
+    reconfigure = by_content(dev_run, "kubernetes:batch/v1:Job", "dev-reconfigure")
+    assert controller in reconfigure.dependencies
 
 
 def test_await_decisions(dev_run: ProgramRun) -> None:
@@ -104,7 +128,7 @@ def test_await_decisions(dev_run: ProgramRun) -> None:
         annotations = resource.inputs["metadata"].get("annotations", {})
         is_worker = resource.inputs["metadata"]["name"] == "dev-cpu"
         assert (annotations.get(skip) == "true") == is_worker, resource.urn
-    populate = dev_run.get("kubernetes:batch/v1:Job", "dev-jail-populate")
+    populate = by_content(dev_run, "kubernetes:batch/v1:Job", "dev-jail-populate")
     assert populate.custom_timeouts == {"create": "185m", "update": "185m"}
 
 
@@ -135,7 +159,7 @@ def test_secrets_stay_secret(dev_run: ProgramRun) -> None:
 
 
 def test_exports(dev_run: ProgramRun) -> None:
-    config_map = dev_run.get("kubernetes:core/v1:ConfigMap", "dev-slurm-config")
+    config_map = by_content(dev_run, "kubernetes:core/v1:ConfigMap", "dev-slurm-config")
     assert dev_run.outputs == {
         "namespace": "slurm-dev",
         "loginEndpoint": "<address-of-a-node-running-a-login-pod>:30022",
@@ -148,7 +172,7 @@ def test_exports(dev_run: ProgramRun) -> None:
 
 def test_config_map_hash_names_config_and_reconfigure_job(dev_run: ProgramRun) -> None:
     config_hash = dev_run.outputs["configHash"]
-    config_map = dev_run.get("kubernetes:core/v1:ConfigMap", "dev-slurm-config")
+    config_map = by_content(dev_run, "kubernetes:core/v1:ConfigMap", "dev-slurm-config")
     assert config_map.inputs["immutable"] is True
     assert sorted(config_map.inputs["data"]) == [
         "cgroup.conf",
@@ -156,7 +180,7 @@ def test_config_map_hash_names_config_and_reconfigure_job(dev_run: ProgramRun) -
         "plugstack.conf",
         "slurm.conf",
     ]
-    job = dev_run.get("kubernetes:batch/v1:Job", "dev-reconfigure")
+    job = by_content(dev_run, "kubernetes:batch/v1:Job", "dev-reconfigure")
     assert job.inputs["metadata"]["name"] == f"dev-reconfigure-{config_hash}"
     controller = by_name(dev_run, "apps/v1:StatefulSet", "dev-controller")
     volumes = controller.inputs["spec"]["template"]["spec"]["volumes"]
@@ -309,7 +333,7 @@ def test_auth_slurm_keeps_the_key_from_users_and_gives_each_daemon_what_it_reads
     key = next(v for v in volumes if v["name"] == "auth-key")
     assert key["secret"]["defaultMode"] == 0o400
     # Job pods get tokens from a sackd sidecar; their clients never see the key.
-    job = containers(slurm_auth.get("kubernetes:batch/v1:Job", "dev-reconfigure"))
+    job = containers(by_content(slurm_auth, "kubernetes:batch/v1:Job", "dev-reconfigure"))
     assert job["sackd"]["restartPolicy"] == "Always"
     assert {m["name"] for m in job["reconfigure"]["volumeMounts"]} == {"slurm-config", "sack-run"}
 

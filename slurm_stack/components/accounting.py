@@ -7,7 +7,7 @@ from pulumi_kubernetes.apps.v1 import Deployment, StatefulSet
 from pulumi_kubernetes.core.v1 import ConfigMap, PersistentVolumeClaim, Service, ServiceAccount
 
 from slurm_stack import naming
-from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s import accounting as builders
 from slurm_stack.k8s.common import config_map
@@ -41,12 +41,13 @@ class Accounting(pulumi.ComponentResource):
                 )
             )
         files = accounting_config_files(spec)
-        config_name = f"{naming.accounting_name(spec.name)}-config-{content_hash(files)}"
+        digest = content_hash(files)
+        config_name = f"{naming.accounting_name(spec.name)}-config-{digest}"
         config = register(
             ConfigMap,
-            f"{name}-config",
+            by_content(f"{name}-config", digest),
             config_map(spec, config_name, "accounting", files),
-            child_options(self),
+            child_options(self, previously=f"{name}-config"),
         )
         register(Service, f"{name}-service", builders.slurmdbd_service(spec), child_options(self))
         account = register(

@@ -13,7 +13,7 @@ from slurm_stack.components.accounting import Accounting
 from slurm_stack.components.controller import Controller
 from slurm_stack.components.health import HealthChecks
 from slurm_stack.components.jail import Jail
-from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.login import LoginPool
 from slurm_stack.components.network import NetworkPolicies
 from slurm_stack.components.secrets import ClusterSecrets
@@ -69,9 +69,9 @@ class SlurmCluster(pulumi.ComponentResource):
         config_name = naming.config_map_name(spec.name, config_hash)
         config = register(
             ConfigMap,
-            f"{name}-slurm-config",
+            by_content(f"{name}-slurm-config", config_hash),
             config_map(spec, config_name, "controller", files),
-            child_options(self),
+            child_options(self, previously=f"{name}-slurm-config"),
         )
 
         # The policies exist before any pod of the cluster starts.
@@ -124,12 +124,13 @@ class SlurmCluster(pulumi.ComponentResource):
         )
         register(
             Job,
-            f"{name}-reconfigure",
+            by_content(f"{name}-reconfigure", config_hash),
             reconfigure_job(spec, config_name, config_hash),
             child_options(
                 self,
                 depends_on=[controller.statefulset, reconfigure_account],
                 timeout=TIMEOUTS["reconfigure"],
+                previously=f"{name}-reconfigure",
             ),
         )
         if spec.nccl_enabled:

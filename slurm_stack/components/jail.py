@@ -4,7 +4,7 @@ import pulumi
 from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, ServiceAccount
 
-from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.jail import COMPONENT, jail_pvc, populate_job
@@ -38,10 +38,16 @@ class Jail(pulumi.ComponentResource):
                 )
             )
         # Copying a whole root filesystem onto network storage can take a while.
+        job = populate_job(spec)
         self.populated = register(
             Job,
-            f"{name}-populate",
-            populate_job(spec),
-            child_options(self, depends_on=depends_on, timeout=TIMEOUTS["populate-jail"]),
+            by_content(f"{name}-populate", job["metadata"]["name"].rsplit("-", 1)[1]),
+            job,
+            child_options(
+                self,
+                depends_on=depends_on,
+                timeout=TIMEOUTS["populate-jail"],
+                previously=f"{name}-populate",
+            ),
         )
         self.register_outputs({"populateJob": self.populated.metadata.name})

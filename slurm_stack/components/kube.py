@@ -36,6 +36,15 @@ def register(
     return cls(name, opts=opts, **arguments)
 
 
+def by_content(name: str, digest: str) -> str:
+    """The logical name of an object named by its content (a ConfigMap or Job with a hash in
+    its Kubernetes name): the digest is in both names. With a fixed logical name, a change
+    is a replacement of one resource; if that update fails, the old object waits for deletion
+    under the same name a revert would create again (AlreadyExists). With the digest in the
+    logical name, reverting registers the old resource, which is still there: nothing to do."""
+    return f"{name}-{digest}"
+
+
 def child_options(
     parent: pulumi.Resource,
     *,
@@ -43,10 +52,12 @@ def child_options(
     keep: bool = False,
     timeout: str | None = None,
     secret_outputs: list[str] | None = None,
+    previously: str | None = None,
 ) -> pulumi.ResourceOptions:
-    """Options for a component's child resource."""
+    """Options for a component's child resource (``previously``: its logical name before)."""
     opts = pulumi.ResourceOptions(
         parent=parent,
+        aliases=[pulumi.Alias(name=previously)] if previously else None,
         depends_on=depends_on or None,
         custom_timeouts=(
             pulumi.CustomTimeouts(create=timeout, update=timeout) if timeout else None

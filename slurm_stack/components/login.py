@@ -6,7 +6,7 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Service, ServiceAccount
 from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack import naming
-from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.disruption import login_disruption_budget
@@ -31,12 +31,13 @@ class LoginPool(pulumi.ComponentResource):
     ):
         super().__init__("slurm-stack:index:LoginPool", name, None, opts)
         files = login_config_files(spec)
-        config_name = f"{naming.login_name(spec.name)}-config-{content_hash(files)}"
+        digest = content_hash(files)
+        config_name = f"{naming.login_name(spec.name)}-config-{digest}"
         config = register(
             ConfigMap,
-            f"{name}-config",
+            by_content(f"{name}-config", digest),
             config_map(spec, config_name, "login", files),
-            child_options(self),
+            child_options(self, previously=f"{name}-config"),
         )
         # A LoadBalancer gets its address from the cloud; allow for slow providers.
         service = register(

@@ -4,7 +4,7 @@ import pulumi
 from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import ConfigMap, ServiceAccount
 
-from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.users import COMPONENT, users_config_map, users_job
@@ -38,12 +38,16 @@ class Users(pulumi.ComponentResource):
             service_account(spec, COMPONENT),
             child_options(self),
         )
+        digest = content_hash(files)
         job = register(
             Job,
-            f"{name}-sync",
-            users_job(spec, slurm_config_map, content_hash(files)),
+            by_content(f"{name}-sync", digest),
+            users_job(spec, slurm_config_map, digest),
             child_options(
-                self, depends_on=[self.config_map, account, *depends_on], timeout=TIMEOUTS["users"]
+                self,
+                depends_on=[self.config_map, account, *depends_on],
+                timeout=TIMEOUTS["users"],
+                previously=f"{name}-sync",
             ),
         )
         self.register_outputs({"usersJob": job.metadata.name})

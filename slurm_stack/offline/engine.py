@@ -77,6 +77,8 @@ class RecordedResource:
     ignore_changes: tuple[str, ...]
     replace_on_changes: tuple[str, ...]
     deleted_with: str | None
+    # Names this resource had before (`aliases=[pulumi.Alias(name=...)]`).
+    alias_names: tuple[str, ...] = ()
     # Components only: whether `register_outputs` was called (their `outputs` are what it got).
     outputs_registered: bool = False
 
@@ -235,6 +237,11 @@ class _RecordingMonitor(MockMonitor):
             ignore_changes=tuple(request.ignoreChanges),
             replace_on_changes=tuple(request.replaceOnChanges),
             deleted_with=request.deletedWith or None,
+            alias_names=tuple(
+                alias.spec.name
+                for alias in request.aliases
+                if alias.HasField("spec") and alias.spec.name
+            ),
         )
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
