@@ -3,9 +3,23 @@
 import pulumi
 
 from slurm_stack.components.cluster import SlurmCluster
-from slurm_stack.spec import DB_PASSWORD_CONFIG_KEY, LDAP_PASSWORD_CONFIG_KEY, load_spec
+from slurm_stack.spec import (
+    DB_PASSWORD_CONFIG_KEY,
+    LDAP_PASSWORD_CONFIG_KEY,
+    SpecError,
+    load_spec,
+)
 
 CLUSTER_CONFIG_KEY = "cluster"
+
+
+class StackConfigError(SpecError, pulumi.RunError):
+    """A SpecError that `pulumi up` prints as one plain error (the message naming every bad key).
+
+    pulumi-language-python-exec logs `str(error)` for a `pulumi.RunError` and exits; any other
+    exception is reported as "Program failed with an unhandled exception" with a traceback
+    (pulumi/pulumi sdk/python/cmd/pulumi-language-python-exec). Still a SpecError for callers.
+    """
 
 
 def run() -> SlurmCluster:
@@ -13,12 +27,15 @@ def run() -> SlurmCluster:
     config = pulumi.Config()
     db_password = config.get_secret(DB_PASSWORD_CONFIG_KEY.split(":", 1)[1])
     ldap_password = config.get_secret(LDAP_PASSWORD_CONFIG_KEY.split(":", 1)[1])
-    spec = load_spec(
-        config.get_object(CLUSTER_CONFIG_KEY),
-        db_password_provided=db_password is not None,
-        ldap_password_provided=ldap_password is not None,
-        config_key=f"{config.name}:{CLUSTER_CONFIG_KEY}",
-    )
+    try:
+        spec = load_spec(
+            config.get_object(CLUSTER_CONFIG_KEY),
+            db_password_provided=db_password is not None,
+            ldap_password_provided=ldap_password is not None,
+            config_key=f"{config.name}:{CLUSTER_CONFIG_KEY}",
+        )
+    except SpecError as error:
+        raise StackConfigError(list(error.issues), error.config_key) from None
     cluster = SlurmCluster(
         spec.name, spec, db_password=db_password, ldap_bind_password=ldap_password
     )
