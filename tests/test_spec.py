@@ -430,6 +430,45 @@ def test_base_is_valid():
     load_spec(copy.deepcopy(BASE))
 
 
+# `pulumi config set --path` (and YAML) turn `true` and `42` into bool and int; Kubernetes
+# label, annotation and node selector values are strings, so the spec takes their text.
+SCALAR_TEXT = [
+    pytest.param({"labels": {"managed": True}}, "labels", {"managed": "true"}, id="label-true"),
+    pytest.param({"labels": {"gpu": False}}, "labels", {"gpu": "false"}, id="label-false"),
+    pytest.param(
+        {"annotations": {"replicas": 42}}, "annotations", {"replicas": "42"}, id="annotation-int"
+    ),
+    pytest.param(
+        {"annotations": {"ratio": 1.5}}, "annotations", {"ratio": "1.5"}, id="annotation-float"
+    ),
+    pytest.param(
+        {"annotations": {"offset": -3}}, "annotations", {"offset": "-3"}, id="annotation-negative"
+    ),
+    pytest.param({"labels": {"team": "hpc"}}, "labels", {"team": "hpc"}, id="label-string-kept"),
+    pytest.param(
+        {"login.service.annotations": {"internal": True}},
+        "login.service.annotations",
+        {"internal": "true"},
+        id="service-annotation-true",
+    ),
+    pytest.param(
+        {"controller.placement.nodeSelector": {"gpu": True, "zone": 1}},
+        "controller.placement.nodeSelector",
+        {"gpu": "true", "zone": "1"},
+        id="node-selector-scalars",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "path", "expected"), SCALAR_TEXT)
+def test_string_maps_take_scalars_as_text(changes, path, expected):
+    node: Any = load_spec(mutate(BASE, changes))
+    for name in _tokens(path):
+        node = getattr(node, re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), name))
+    assert node == expected
+    assert all(type(value) is str for value in node.values())
+
+
 def _pvc(name="s", path="/s", **extra):
     return {"type": "pvc", "name": name, "mountPath": path, **extra}
 
@@ -1280,10 +1319,10 @@ INVALID = [
         id="wrong-type-list",
     ),
     bad(
-        {"labels": {"team": 7}},
+        {"labels": {"team": [7]}},
         "labels.team",
-        "Input should be a valid string (got 7)",
-        id="wrong-type-label-value",
+        "Input should be a valid string",
+        id="wrong-type-label-value",  # a bare 7 is taken as "7" (SCALAR_TEXT)
     ),
     bad(
         {"slurmVersion": "25.05"},
@@ -1309,6 +1348,31 @@ INVALID = [
         "controller.placement.tolerations[0].operator",
         "Input should be 'Equal' or 'Exists' (got 'In')",
         id="bad-toleration-operator",
+    ),
+    # ---- string maps take scalars as text, but never a mapping, a list or null
+    bad(
+        {"labels": {"team": {"name": "hpc"}}},
+        "labels.team",
+        "Input should be a valid string",
+        id="label-value-mapping",
+    ),
+    bad(
+        {"annotations": {"owners": ["a", "b"]}},
+        "annotations.owners",
+        "Input should be a valid string",
+        id="annotation-value-list",
+    ),
+    bad(
+        {"login.service.annotations": {"lb": None}},
+        "login.service.annotations.lb",
+        "Input should be a valid string",
+        id="service-annotation-null",
+    ),
+    bad(
+        {"controller.placement.nodeSelector": {"pool": {"gpu": True}}},
+        "controller.placement.nodeSelector.pool",
+        "Input should be a valid string",
+        id="node-selector-mapping",
     ),
 ]
 

@@ -7,12 +7,14 @@ the tree live in `slurm_stack.spec.rules`, so every error is reported in one pas
 
 import hashlib
 import ipaddress
+import math
 import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     field_validator,
@@ -47,6 +49,23 @@ IMAGE_REVISION = "0.1.0"
 MARIADB_IMAGE = "docker.io/library/mariadb:11.8.3"
 
 
+def _scalar_as_text(value: object) -> object:
+    """`true`/`42` as text: `pulumi config set --path` and YAML make them bool/int, but
+    Kubernetes label, annotation and node selector values are strings. Anything else (a
+    mapping, a list, null) passes through for the strict string check to refuse."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return str(value)
+    return value
+
+
+KubeText = Annotated[str, BeforeValidator(_scalar_as_text)]
+"""A string value in a Kubernetes string map; booleans and numbers are taken as their text."""
+KubeStringMap = dict[str, KubeText]
+"""Labels, annotations, node selectors: the maps users fill through stack config."""
+
+
 class SpecModel(BaseModel):
     """Base for every spec model: camelCase keys, unknown keys rejected, immutable."""
 
@@ -73,7 +92,7 @@ class Toleration(SpecModel):
 class Placement(SpecModel):
     """Where a component's pods may run."""
 
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: KubeStringMap = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
 
 
@@ -155,7 +174,7 @@ class LoginService(SpecModel):
     type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = "LoadBalancer"
     port: int = Field(default=22, ge=1, le=65535)
     node_port: int | None = Field(default=None, ge=30000, le=32767)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    annotations: KubeStringMap = Field(default_factory=dict)
     load_balancer_source_ranges: list[Cidr] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -649,8 +668,8 @@ class ClusterSpec(SpecModel):
     slurm_version: SlurmVersion = DEFAULT_VERSION
     auth: Literal["munge", "slurm"] = "munge"
     images: Images = Field(default_factory=Images)
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: KubeStringMap = Field(default_factory=dict)
+    annotations: KubeStringMap = Field(default_factory=dict)
     controller: Controller = Field(default_factory=Controller)
     login: Login = Field(default_factory=Login)
     worker_pools: list[WorkerPool] = Field(min_length=1)
