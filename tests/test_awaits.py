@@ -45,7 +45,7 @@ def test_registered_timeouts_come_from_the_table(dev_run: ProgramRun) -> None:
         ("batch/v1:Job", "dev-reconfigure"): "reconfigure",
         ("batch/v1:Job", "dev-users"): "users",
     }
-    timed = [r for r in dev_run.resources if r.custom_timeouts]
+    timed = [r for r in dev_run.resources if (r.custom_timeouts or {}).get("create")]
     assert len(timed) == len(expected), [r.urn for r in timed]
     for (kind, name), key in expected.items():
         want = {"create": TIMEOUTS[key], "update": TIMEOUTS[key]}
@@ -69,3 +69,15 @@ def test_mariadb_operator_resource_is_awaited_until_ready() -> None:
     want = TIMEOUTS["mariadb-operator"]
     assert mariadb.custom_timeouts == {"create": want, "update": want}
     assert mariadb.protect
+
+
+def test_a_worker_pool_is_awaited_until_it_exists_and_its_deletion_as_long_as_it_drains(
+    dev_run: ProgramRun,
+) -> None:
+    [pool] = [r for r in kube(dev_run, "apps/v1:StatefulSet") if r.name == "dev-cpu"]
+    annotations = pool.inputs["metadata"]["annotations"]
+    # Not skipAwait: with it, the provider would not await the delete of a replacement.
+    assert annotations == {"pulumi.com/waitFor": "jsonpath={.metadata.name}"}
+    grace = pool.inputs["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert pool.custom_timeouts == {"delete": f"{-(-(grace + JOB_MARGIN_SECONDS) // 60)}m"}
+    assert _seconds(pool.custom_timeouts["delete"]) >= grace

@@ -123,11 +123,14 @@ def test_ordering_through_depends_on(dev_run: ProgramRun) -> None:
 
 
 def test_await_decisions(dev_run: ProgramRun) -> None:
-    skip = "pulumi.com/skipAwait"
+    skip, wait_for = "pulumi.com/skipAwait", "pulumi.com/waitFor"
     for resource in kube(dev_run, "apps/v1:StatefulSet") + kube(dev_run, "core/v1:Service"):
         annotations = resource.inputs["metadata"].get("annotations", {})
         is_worker = resource.inputs["metadata"]["name"] == "dev-cpu"
-        assert (annotations.get(skip) == "true") == is_worker, resource.urn
+        service = resource.type.endswith("Service")
+        # A pool's headless Service is not awaited; its StatefulSet only until it exists.
+        assert (annotations.get(skip) == "true") == (is_worker and service)
+        assert (wait_for in annotations) == (is_worker and not service)
     populate = by_content(dev_run, "kubernetes:batch/v1:Job", "dev-jail-populate")
     assert populate.custom_timeouts == {"create": "185m", "update": "185m"}
 

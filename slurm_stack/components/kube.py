@@ -51,16 +51,20 @@ def child_options(
     depends_on: list[pulumi.Resource] | None = None,
     keep: bool = False,
     timeout: str | None = None,
+    delete_timeout: str | None = None,
     secret_outputs: list[str] | None = None,
     previously: str | None = None,
 ) -> pulumi.ResourceOptions:
-    """Options for a component's child resource (``previously``: its logical name before)."""
+    """Options for a component's child resource (``timeout``: for create and update;
+    ``previously``: its logical name before)."""
     opts = pulumi.ResourceOptions(
         parent=parent,
         aliases=[pulumi.Alias(name=previously)] if previously else None,
         depends_on=depends_on or None,
         custom_timeouts=(
-            pulumi.CustomTimeouts(create=timeout, update=timeout) if timeout else None
+            pulumi.CustomTimeouts(create=timeout, update=timeout, delete=delete_timeout)
+            if timeout or delete_timeout
+            else None
         ),
         additional_secret_outputs=secret_outputs,
     )

@@ -7,12 +7,20 @@ timing out while the Job still runs.
 """
 
 from slurm_stack.k8s.jail import POPULATE_DEADLINE_SECONDS
+from slurm_stack.k8s.workers import termination_grace_seconds
+from slurm_stack.spec.models import WorkerPool
 
 JOB_MARGIN_SECONDS = 5 * 60
 
 
 def _minutes(seconds: int) -> str:
     return f"{-(-seconds // 60)}m"
+
+
+def pool_delete_timeout(pool: WorkerPool) -> str:
+    """Deleting a worker pool's StatefulSet (a removed pool, or a replacement) waits for its
+    pods, each of which drains under the pool's policy within its termination grace."""
+    return _minutes(termination_grace_seconds(pool) + JOB_MARGIN_SECONDS)
 
 
 TIMEOUTS: dict[str, str] = {

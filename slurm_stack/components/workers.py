@@ -6,6 +6,7 @@ from pulumi_kubernetes.core.v1 import Service, ServiceAccount
 from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack.components.kube import child_options, register
+from slurm_stack.components.timeouts import pool_delete_timeout
 from slurm_stack.k8s.disruption import pool_disruption_budget
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.workers import COMPONENT, pool_service, pool_statefulset
@@ -16,8 +17,9 @@ from slurm_stack.spec.models import WorkerPool as PoolSpec
 class WorkerPool(pulumi.ComponentResource):
     """A pool's StatefulSet, headless Service and PodDisruptionBudget.
 
-    `pulumi up` does not wait for worker pods (they carry `pulumi.com/skipAwait`): GPU nodes
-    may take long to provision, and a node's readiness is Slurm's to judge (`sinfo`).
+    `pulumi up` does not wait for worker pods (the StatefulSet is awaited only until it
+    exists): GPU nodes may take long to provision, and a node's readiness is Slurm's to judge
+    (`sinfo`). Its deletion is awaited, for as long as the pool's pods may take to drain.
     Scaling is a replica count; nodes register themselves, slurm.conf does not change.
     """
 
@@ -49,7 +51,9 @@ class WorkerPool(pulumi.ComponentResource):
             StatefulSet,
             name,
             pool_statefulset(spec, pool),
-            child_options(self, depends_on=[account, *depends_on]),
+            child_options(
+                self, depends_on=[account, *depends_on], delete_timeout=pool_delete_timeout(pool)
+            ),
         )
         self.register_outputs(
             {"statefulSet": self.statefulset.metadata.name, "replicas": pool.replicas}

@@ -8,6 +8,12 @@ from slurm_stack.spec.models import ClusterSpec, Placement, Resources, Volume
 Manifest = dict[str, Any]
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# Created once it exists, with no readiness wait; unlike skipAwait, its deletion is awaited.
+# pulumi-kubernetes: a `jsonpath=` waitFor replaces the built-in await (provider/pkg/await/
+# await.go uses it only without a custom condition; metadata/overrides.go ReadyCondition),
+# while skipAwait on a StatefulSet also skips awaiting the delete (overrides.go
+# allowsSkipAwaitWithDelete), so a replacement would re-create onto the terminating object.
+AWAIT_EXISTENCE_ONLY = {"pulumi.com/waitFor": "jsonpath={.metadata.name}"}
 CONFIG_FILES_LABEL = "slurm-stack.io/config-files"
 POOL_LABEL = "slurm-stack.io/pool"
 

@@ -4,6 +4,7 @@ import json
 
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
+    AWAIT_EXISTENCE_ONLY,
     POOL_LABEL,
     SKIP_AWAIT,
     Manifest,
@@ -231,7 +232,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         statefulset_spec["volumeClaimTemplates"] = claim_templates
     return {
         "metadata": metadata(
-            spec, name, COMPONENT, annotations=SKIP_AWAIT, extra_labels=pool_labels(pool)
+            spec, name, COMPONENT, annotations=AWAIT_EXISTENCE_ONLY, extra_labels=pool_labels(pool)
         ),
         "spec": statefulset_spec,
     }
