@@ -1,11 +1,13 @@
 """The shipped examples run, and everything they create passes strict schema validation."""
 
+import ast
 import ipaddress
 import runpy
 
 import pytest
 
 from slurm_stack.offline import ProgramRun, manifests, run_program, validate_manifests
+from slurm_stack.spec import load_spec
 from tests.conftest import PROD_STACK, ROOT
 from tests.helpers import kube
 
@@ -35,6 +37,19 @@ def test_host_program_uses_its_own_provider_and_namespace(host_run: ProgramRun) 
         if resource is not namespace:
             assert resource.inputs["metadata"]["namespace"] == "research", resource.urn
     assert host_run.outputs["sshCommand"] == "ssh root@192.0.2.10"
+    # Deleting it would delete the retained claims in it.
+    assert namespace.protect and namespace.retain_on_delete
+
+
+def test_the_readme_compose_example_puts_the_cluster_in_the_namespace_it_depends_on() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Compose into your own program")[1].split("```python")[1]
+    code = section.split("```")[0]
+    spec_literal = code.split("load_spec(")[1].split("\n)\n")[0]
+    spec = ast.literal_eval(spec_literal.strip())
+    assert spec["namespace"] == "research"
+    assert load_spec(spec).namespace == "research"
+    assert "depends_on=[my_namespace]" in code
 
 
 @pytest.mark.parametrize("fixture", ["dev_run", "prod_run", "host_run"])

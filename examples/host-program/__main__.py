@@ -12,10 +12,12 @@ from slurm_stack import SlurmCluster
 config = pulumi.Config()
 provider = Provider("platform", kubeconfig=config.get("kubeconfig"))
 
+# Deleting a namespace deletes everything in it, the cluster's retained claims (jail,
+# controller state, database) included: protect it like them.
 namespace = Namespace(
     "research",
     metadata={"name": "research", "labels": {"team": "research"}},
-    opts=pulumi.ResourceOptions(provider=provider),
+    opts=pulumi.ResourceOptions(provider=provider, protect=True, retain_on_delete=True),
 )
 
 # The same structure as `slurm-stack:cluster` in a stack file; validated before anything is
