@@ -94,3 +94,12 @@ def test_fresh_venv_from_requirements_runs_the_program_imports(tmp_path: Path) -
     )
     assert probe.returncode == 0, probe.stderr
     assert Path(probe.stdout.strip()).resolve() == ROOT / "slurm_stack" / "program.py"
+
+
+def test_the_kubernetes_provider_is_one_that_awaits_rollouts_and_never_adopts_objects() -> None:
+    """pulumi-kubernetes 4.26 fixed a StatefulSet rollout reported done before it began, and
+    4.29 creates with client-side create (CHANGELOG.md of pulumi/pulumi-kubernetes)."""
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    [kubernetes] = [Requirement(d) for d in dependencies if d.startswith("pulumi-kubernetes")]
+    assert not kubernetes.specifier.contains("4.28.9")
+    assert kubernetes.specifier.contains("4.29.0")
