@@ -72,6 +72,8 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
+        # A string literal right after a field is its description (the package schema's).
+        use_attribute_docstrings=True,
         extra="forbid",
         frozen=True,
         # "yes" is not True and "2" is not 2: relational rules read the same values.
@@ -83,17 +85,26 @@ class Toleration(SpecModel):
     """A Kubernetes toleration."""
 
     key: str | None = None
+    """The taint key this toleration matches; unset with operator `Exists` matches every taint."""
     operator: Literal["Equal", "Exists"] = "Equal"
+    """`Equal`: the taint's value must equal `value`; `Exists`: any value matches."""
     value: str | None = None
+    """The taint value to match with operator `Equal`."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """The taint effect to match; unset matches every effect."""
     toleration_seconds: int | None = None
+    """For effect `NoExecute`: seconds the pod stays on a node after the taint appears; unset:
+    it stays."""
 
 
 class Placement(SpecModel):
     """Where a component's pods may run."""
 
     node_selector: KubeStringMap = Field(default_factory=dict)
+    """Node labels the pods' node must have (the PodSpec's nodeSelector); values are strings,
+    and a boolean or number is taken as its text. Empty: any node."""
     tolerations: list[Toleration] = Field(default_factory=list)
+    """Taints the pods tolerate (the PodSpec's tolerations)."""
 
 
 class Resources(SpecModel):
@@ -102,16 +113,22 @@ class Resources(SpecModel):
     requests: dict[Literal["cpu", "memory", "ephemeral-storage"], Quantity] = Field(
         default_factory=dict
     )
+    """What the container asks for: `cpu`, `memory` and `ephemeral-storage`, each a Kubernetes
+    quantity ('500m', '2Gi'). A resource left out has no request."""
     limits: dict[Literal["cpu", "memory", "ephemeral-storage"], Quantity] = Field(
         default_factory=dict
     )
+    """The most the container may use, with the same keys as `requests`; a resource left out
+    has no limit. A request above its limit is refused."""
 
 
 class Volume(SpecModel):
     """A persistent volume to create: size and storage class (cluster default if unset)."""
 
     size: Quantity
+    """The storage the claim requests, a Kubernetes quantity ('20Gi')."""
     storage_class: str | None = None
+    """The claim's storageClassName; unset: the Kubernetes cluster's default storage class."""
 
 
 class Images(SpecModel):
@@ -120,36 +137,65 @@ class Images(SpecModel):
     `name@sha256:<hex>` or `name:tag@sha256:<hex>` (docs/deploy.md)."""
 
     registry: ImageRegistry = "ghcr.io/slurm-stack"
+    """Registry and repository path of the project's images, without tag or digest: images are
+    `<registry>/<component>:<tag>`."""
     tag: ImageTag | None = None
+    """The tag of every project image; unset: `<slurmVersion>-<image revision>` (e.g.
+    '26.05-0.1.0'). Not 'latest', and no digest: pin a digest per component instead."""
     pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    """imagePullPolicy of every container slurm-stack creates."""
     pull_secrets: list[DnsLabel] = Field(default_factory=list)
+    """Names of existing Secrets in the cluster's namespace, the imagePullSecrets of the pods
+    that run the project's images."""
     controller: ImageRef | None = None
+    """Full reference of the slurmctld image; unset: `<registry>/controller:<tag>`."""
     worker: ImageRef | None = None
+    """Full reference of the slurmd image; unset: `<registry>/worker:<tag>`."""
     login: ImageRef | None = None
+    """Full reference of the login (sshd) image; unset: `<registry>/login:<tag>`."""
     accounting: ImageRef | None = None
+    """Full reference of the slurmdbd image; unset: `<registry>/accounting:<tag>`."""
     munge: ImageRef | None = None
+    """Full reference of the munged sidecar image (with `auth: slurm`, the image of the init
+    container that copies slurm.key); unset: `<registry>/munge:<tag>`."""
     jail: ImageRef | None = None
+    """Full reference of the image whose root filesystem becomes the jail, unless
+    `jail.populate.image` names another; unset: `<registry>/jail:<tag>`."""
     ops: ImageRef | None = None
+    """Full reference of the image of the cluster's Jobs (reconfigure, users, NCCL benchmark);
+    unset: `<registry>/ops:<tag>`."""
     sssd: ImageRef | None = None
+    """Full reference of the sssd sidecar image, used with a `directory`; unset:
+    `<registry>/sssd:<tag>`."""
     mariadb: ImageRef = MARIADB_IMAGE
+    """Full reference of the MariaDB image of the embedded accounting database (`accounting.mode:
+    embedded`)."""
 
 
 class Scheduler(SpecModel):
     """slurmctld scheduling: backfill with GPU-friendly defaults."""
 
     type: Literal["sched/backfill", "sched/builtin"] = "sched/backfill"
+    """slurm.conf's SchedulerType."""
     parameters: list[str] = Field(
         default_factory=lambda: ["bf_continue", "bf_max_job_test=1000", "bf_window=10080"]
     )
+    """slurm.conf's SchedulerParameters, one option per item; a list given replaces the
+    defaults. On Slurm 26.05 `requeue_delay=10` is added unless an item sets requeue_delay."""
     select_type_parameters: Literal[
         "CR_Core_Memory", "CR_CPU_Memory", "CR_Core", "CR_CPU", "CR_Socket_Memory"
     ] = "CR_Core_Memory"
+    """slurm.conf's SelectTypeParameters for select/cons_tres: which resources are consumable
+    (cores, CPUs or sockets, with or without memory)."""
 
 
 class Metrics(SpecModel):
     """slurmctld's OpenMetrics endpoint (Slurm 25.11 and newer)."""
 
     enabled: bool = False
+    """Serve `/metrics` on slurmctld's port (MetricsType=metrics/openmetrics); the
+    NetworkPolicies then admit pods of any namespace to that port. Refused with slurmVersion
+    24.11."""
 
 
 class Controller(SpecModel):
@@ -160,22 +206,42 @@ class Controller(SpecModel):
             requests={"cpu": "1", "memory": "2Gi"}, limits={"memory": "8Gi"}
         )
     )
+    """Requests and limits of the slurmctld container."""
     state_volume: Volume = Field(default_factory=lambda: Volume(size="10Gi"))
+    """The ReadWriteOnce claim holding StateSaveLocation, so jobs survive a controller restart;
+    protected and kept on delete. Default size 10Gi."""
     max_node_count: int = Field(default=1024, ge=1, le=65000)
+    """slurm.conf's MaxNodeCount: how many dynamic nodes may register. The replicas of all
+    worker pools together must not exceed it."""
     scheduler: Scheduler = Field(default_factory=Scheduler)
+    """Scheduler type and parameters."""
     metrics: Metrics = Field(default_factory=Metrics)
+    """slurmctld's metrics endpoint."""
     slurm_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
+    """Extra `Key=Value` lines for slurm.conf; a key set here replaces slurm-stack's default for
+    it. Keys slurm-stack owns (ClusterName, NodeSet ...) and keys the Slurm version lacks are
+    refused."""
     placement: Placement = Field(default_factory=Placement)
+    """Node selector and tolerations of the slurmctld pod."""
 
 
 class LoginService(SpecModel):
     """How SSH reaches the login pods."""
 
     type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = "LoadBalancer"
+    """The login Service's type. `ClusterIP` is reachable only from inside the Kubernetes
+    cluster; use `NodePort` where no load balancer is available."""
     port: int = Field(default=22, ge=1, le=65535)
+    """The Service port clients connect to; sshd itself listens on 22 in the pod."""
     node_port: int | None = Field(default=None, ge=30000, le=32767)
+    """A fixed node port (30000-32767) for `NodePort` or `LoadBalancer`; unset: Kubernetes
+    picks one. Not valid with `ClusterIP`."""
     annotations: KubeStringMap = Field(default_factory=dict)
+    """Annotations of the login Service (e.g. a cloud provider's load balancer settings), added
+    to the cluster's `annotations`; values are strings."""
     load_balancer_source_ranges: list[Cidr] = Field(default_factory=list)
+    """CIDR ranges the load balancer admits (`LoadBalancer` only); empty: any address. Also
+    the SSH NetworkPolicy's sources when `networkPolicy.sshSourceRanges` is empty."""
 
     @model_validator(mode="after")
     def _type_specific_fields(self) -> "LoginService":
@@ -225,13 +291,26 @@ class LoginUser(SpecModel):
     """
 
     name: UnixName
+    """Login name: lower-case letters, digits, '_' and '-', starting with a letter or '_', at
+    most 32 characters; unique, and not `root`."""
     authorized_keys: list[SshPublicKey] = Field(min_length=1)
+    """OpenSSH public keys that may log in as this user (at least one)."""
     uid: int | None = None
+    """The user's uid, 1000-59999; unset: a number in 10000-59999 derived from the name, so it
+    does not change when the list is reordered."""
     gid: int | None = None
+    """The gid of the user's own group (named after the user), 1000-59999; unset: the uid."""
     groups: list[UnixName] = Field(default_factory=list)
+    """Supplementary groups, exactly these: a missing group is created with a gid derived from
+    its name; a declared user's name means that user's own group."""
     shell: AbsolutePath = "/bin/bash"
+    """Login shell, an absolute path that must exist in the jail."""
     account: AccountName | None = None
+    """Slurm account of the user's association, created when missing (with accounting only);
+    unset: `login.defaultAccount`, else the cluster's name."""
     default_qos: AccountName | None = None
+    """Slurm QOS made the default of the user's association, created when missing (with
+    accounting only); unset: none is set."""
 
     @field_validator("uid", "gid")
     @classmethod
@@ -260,17 +339,30 @@ class Login(SpecModel):
     """sshd login pods whose sessions are chrooted into the jail."""
 
     replicas: int = Field(default=1, ge=0, le=32)
+    """Number of login pods, 0-32."""
     service: LoginService = Field(default_factory=LoginService)
+    """The Service through which SSH reaches the login pods."""
     root_authorized_keys: list[SshPublicKey] = Field(default_factory=list)
+    """OpenSSH public keys that may log in as root (a session chrooted into the jail, like any
+    other); empty: root cannot log in over SSH."""
     users: list[LoginUser] = Field(default_factory=list)
+    """Declared users: accounts in the jail with their keys and Slurm associations. Removing
+    one locks the account and keeps its home directory."""
     default_account: AccountName | None = None
+    """Slurm account of declared users who name none; unset: the cluster's name."""
     sshd_extra: list[SshdLine] = Field(default_factory=list)
+    """Extra `Keyword value` lines for sshd_config; a keyword set here replaces slurm-stack's
+    default for it. Keywords slurm-stack owns (ChrootDirectory, HostKey, Port, the key
+    handling ...) are refused."""
     resources: Resources = Field(
         default_factory=lambda: Resources(
             requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "4Gi"}
         )
     )
+    """Requests and limits of the sshd container; an `ephemeral-storage` limit bounds what
+    login sessions write to `/tmp` on the node's disk."""
     placement: Placement = Field(default_factory=Placement)
+    """Node selector and tolerations of the login pods."""
 
     @field_validator("users")
     @classmethod
@@ -290,18 +382,31 @@ class EmptyDirSubmount(SpecModel):
     """Node-local scratch on the pod's node disk."""
 
     type: Literal["emptyDir"]
+    """`emptyDir`: scratch space on the node's disk, emptied when the pod goes."""
     name: SubmountName
+    """Name of the submount, a DNS label of at most 50 characters (the pod volume is
+    `sm-<name>`); unique among a pool's and the jail's submounts."""
     mount_path: AbsolutePath
+    """Where the submount appears in the jail, an absolute path other than '/'; unique among a
+    pool's and the jail's submounts."""
     size_limit: Quantity | None = None
+    """The emptyDir's sizeLimit, a Kubernetes quantity; unset: no limit of its own."""
 
 
 class MemorySubmount(SpecModel):
     """An in-memory (tmpfs) submount; its size counts against the pod's memory."""
 
     type: Literal["memory"]
+    """`memory`: a tmpfs (an emptyDir with medium Memory)."""
     name: SubmountName
+    """Name of the submount, a DNS label of at most 50 characters (the pod volume is
+    `sm-<name>`); unique among a pool's and the jail's submounts."""
     mount_path: AbsolutePath
+    """Where the submount appears in the jail, an absolute path other than '/'; unique among a
+    pool's and the jail's submounts."""
     size_limit: Quantity
+    """Size of the tmpfs, a Kubernetes quantity. It counts against the pod's memory, and a
+    pool's in-memory submounts are taken out of its nodes' RealMemory."""
 
 
 class HostPathSubmount(SpecModel):
@@ -309,22 +414,42 @@ class HostPathSubmount(SpecModel):
     system directories (`/etc`, `/run`, the kubelet's and container runtime's state …)."""
 
     type: Literal["hostPath"]
+    """`hostPath`: a directory of the Kubernetes node."""
     name: SubmountName
+    """Name of the submount, a DNS label of at most 50 characters (the pod volume is
+    `sm-<name>`); unique among a pool's and the jail's submounts."""
     mount_path: AbsolutePath
+    """Where the submount appears in the jail, an absolute path other than '/'; unique among a
+    pool's and the jail's submounts."""
     host_path: HostDirectory
+    """The node's directory, created when missing; not '/', and not one of the node's system
+    directories (`/etc`, `/proc`, `/var/lib/kubelet` ...), under one, or above one."""
     read_only: bool = False
+    """Mount it read-only."""
 
 
 class PvcSubmount(SpecModel):
     """A persistent volume: an existing claim (shared) or one new claim per node (template)."""
 
     type: Literal["pvc"]
+    """`pvc`: a PersistentVolumeClaim."""
     name: SubmountName
+    """Name of the submount, a DNS label of at most 50 characters (the pod volume is
+    `sm-<name>`); unique among a pool's and the jail's submounts."""
     mount_path: AbsolutePath
+    """Where the submount appears in the jail, an absolute path other than '/'; unique among a
+    pool's and the jail's submounts."""
     existing_claim: DnsLabel | None = None
+    """An existing claim in the cluster's namespace, shared by every pod that mounts it. Give
+    exactly one of `existingClaim` and `size`."""
     size: Quantity | None = None
+    """Size of a new ReadWriteOnce claim for each node of the pool, a Kubernetes quantity.
+    Only in a pool's submounts: the jail's need `existingClaim`."""
     storage_class: str | None = None
+    """storageClassName of the per-node claims (`size`); unset: the Kubernetes cluster's
+    default class. Unused with `existingClaim`."""
     read_only: bool = False
+    """Mount it read-only."""
 
     @model_validator(mode="after")
     def _claim_or_template(self) -> "PvcSubmount":
@@ -351,12 +476,18 @@ WAIT_POLICY_GRACE_SECONDS = 365 * 86400
 class PoolDrain(SpecModel):
     """What happens to a node's running jobs when its pod stops (scale-down, eviction)."""
 
-    # requeue: jobs get waitSeconds to end, then batch jobs run again elsewhere and the rest
-    # are cancelled with a reason; cancel: every job left is cancelled; wait: no deadline.
     policy: Literal["requeue", "cancel", "wait"] = "requeue"
+    """What happens to jobs still running `waitSeconds` after the pod began to stop.
+    `requeue`: batch jobs are requeued to run again elsewhere, the rest cancelled with a
+    reason; `cancel`: all are cancelled; `wait`: no deadline, the pod stops when the last
+    job has ended."""
     wait_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
-    # Pods of the pool a Kubernetes node drain may evict at once (a PodDisruptionBudget).
+    """Seconds running jobs get to end once the pod begins to stop (0 to 604800); unset: 300.
+    Not valid with policy `wait`. The pod's termination grace period is this plus 60."""
     max_unavailable: int | str = 1
+    """Pods of the pool a Kubernetes node drain may evict at once (the pool's
+    PodDisruptionBudget): a number of pods or a percentage such as '25%'. With 0 a drain waits
+    for the pool's pods forever."""
 
     @field_validator("max_unavailable", mode="before")
     @classmethod
@@ -394,19 +525,44 @@ class WorkerPool(SpecModel):
     }
 
     name: DnsLabel
+    """The pool's name, a DNS label, unique among pools: its NodeSet and Slurm feature, and its
+    nodes are `<cluster>-<name>-<ordinal>`. Names of the cluster's other workloads are
+    reserved, and `<cluster>-<name>` must fit 52 characters."""
     replicas: int = Field(default=1, ge=0, le=10000)
+    """Number of slurmd pods, each one Slurm node (0-10000). All pools' replicas together must
+    not exceed `controller.maxNodeCount`."""
     resources: Resources = Field(
         default_factory=lambda: Resources(requests={"cpu": "1", "memory": "1Gi"})
     )
+    """Requests and limits of the slurmd container. The memory limit (else the request) sets
+    the node's RealMemory (95 %, less in-memory submounts) and a whole-number cpu limit its
+    CPUs, unless `nodeConfExtra` sets them."""
     gpus: int = Field(default=0, ge=0, le=16)
+    """NVIDIA GPUs per node (0-16), requested as `nvidia.com/gpu` and offered as the `gpu`
+    GRES; a GPU pool's pods tolerate the `nvidia.com/gpu` taint and run the GPU checks."""
     gpu_type: GresType | None = None
+    """GRES type of the GPUs ('h100', 'a100_80g'); needs `gpus` above 0. While the NCCL
+    benchmark runs, a GPU pool needs one with a threshold in `healthChecks.nccl.thresholdsGbps`."""
     features: list[DnsLabel] = Field(default_factory=list)
+    """Slurm features of the pool's nodes besides the pool's name, which they always have; not
+    another pool's name."""
     weight: int = Field(default=1, ge=0, le=65533)
+    """Slurm node Weight of the pool's nodes: Slurm allocates nodes of lower weight first."""
     node_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
+    """Extra `Key=Value` settings of the pool's dynamic nodes (`slurmd -Z --conf`), such as
+    RealMemory or CPUs; keys that come from the pool's fields or the pod (Feature, Gres,
+    Weight, NodeName, NodeHostname, NodeAddr) are refused."""
     submounts: list[Submount] = Field(default_factory=list)
+    """Volumes bound into the jail of the jobs on this pool's nodes only (node-local scratch,
+    memory, node directories, claims)."""
     shm_size: Quantity = "16Gi"
+    """Size limit of the worker pod's in-memory `/dev/shm`, which holds each job's private
+    `/dev/shm`; a Kubernetes quantity."""
     drain: PoolDrain = Field(default_factory=PoolDrain)
+    """What happens to running jobs when a pod of the pool stops, and how many pods a
+    Kubernetes node drain may evict at once."""
     placement: Placement = Field(default_factory=Placement)
+    """Node selector and tolerations of the pool's pods."""
 
     @model_validator(mode="after")
     def _gpu_type_needs_gpus(self) -> "WorkerPool":
@@ -419,12 +575,21 @@ class Partition(SpecModel):
     """A Slurm partition over some pools (all pools when `pools` is omitted)."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")]
+    """Slurm's PartitionName: letters, digits, '_', '.' and '-', at most 64 characters; unique,
+    and not `default` in any case."""
     pools: list[str] | None = Field(default=None, min_length=1)
+    """Names of the worker pools whose nodes make up the partition; omitted: every pool."""
     default: bool = False
+    """Make this the default partition, for jobs that name none. At most one partition may
+    set it; when none does, the first partition is the default."""
     max_time: Annotated[str, Field(pattern=r"^(UNLIMITED|INFINITE|\d+(-\d+)?(:\d+){0,2})$")] = (
         "UNLIMITED"
     )
+    """Slurm's MaxTime, the longest a job may run: `UNLIMITED`, `INFINITE`, or a Slurm time such
+    as '60' (minutes), '12:00:00' or '7-00:00:00'."""
     options: list[PartitionOption] = Field(default_factory=list)
+    """Extra `Key=Value` options appended to the partition's line; PartitionName, Nodes,
+    Default, MaxTime and State come from the fields above and are refused."""
 
     @field_validator("name")
     @classmethod
@@ -440,24 +605,38 @@ class PopulateJail(SpecModel):
     """How the jail image's root filesystem gets into the jail volume."""
 
     image: ImageRef | None = None
+    """Full, pinned reference of the image to copy; unset: the project's jail image
+    (`images.jail`, else `<registry>/jail:<tag>`)."""
     add_newer_files: bool = False
+    """Off: the copy happens once and a populated jail is left as it is. On: the copy runs
+    again for each new image (and when this is turned on), adding only the files the jail
+    lacks. Existing files are never overwritten or deleted."""
 
 
 class Jail(SpecModel):
     """The shared root filesystem every login session and job sees as `/`."""
 
     existing_claim: DnsLabel | None = None
+    """An existing ReadWriteMany claim in the cluster's namespace to use as the jail; then no
+    claim is created and `storageClass` and `size` are unused."""
     storage_class: str | None = None
+    """Storage class of the ReadWriteMany jail claim slurm-stack creates (an NFS or CephFS
+    class, a cloud file store); required unless `existingClaim` is set."""
     size: Quantity = "100Gi"
+    """Size of the jail claim slurm-stack creates, a Kubernetes quantity."""
     populate: PopulateJail = Field(default_factory=PopulateJail)
+    """Which image's root filesystem is copied into the jail, and how."""
     submounts: list[Submount] = Field(default_factory=list)
-    # Lets a job run on the worker pod's own filesystem with `srun/sbatch --no-jail`: for
-    # debugging a node, at the price of the isolation the jail gives. Off by default.
+    """Volumes bound into the jail on every login and worker pod; a `pvc` one needs
+    `existingClaim`."""
     allow_opt_out: bool = False
-    # Lets root submit jobs. Root in a job is root in the jail (it can change any user's
-    # files there) but holds no capability beyond file and user administration; off by
-    # default, and then Slurm refuses jobs from root (DisableRootJobs=YES).
+    """Let a job run on the worker pod's own filesystem with `srun`/`sbatch`/`salloc
+    --no-jail`: for debugging a node, at the price of the isolation the jail gives. Off:
+    `--no-jail` is an unknown option."""
     allow_root_jobs: bool = False
+    """Let root submit jobs. Root in a job is root in the jail (it can change any user's files
+    there) but holds no capability beyond file and user administration. Off: Slurm refuses
+    jobs from root (DisableRootJobs=YES)."""
 
     @model_validator(mode="after")
     def _claim_source(self) -> "Jail":
@@ -479,54 +658,84 @@ class SecretKeyRef(SpecModel):
     """A key of an existing Kubernetes Secret in the cluster's namespace."""
 
     name: DnsLabel
+    """The Secret's name."""
     key: str
+    """The key in the Secret whose value is used."""
 
 
 class ExternalDatabase(SpecModel):
     """A MySQL/MariaDB server that slurm-stack does not manage."""
 
     host: str | None = None
+    """Host name or address of the database server; required with `mode: external`."""
     port: int = Field(default=3306, ge=1, le=65535)
+    """The server's port."""
     user: str = "slurm"
+    """The database user slurmdbd connects as (StorageUser)."""
     database: str = "slurm_acct_db"
+    """The database slurmdbd uses (StorageLoc)."""
     password_secret: SecretKeyRef | None = None
+    """An existing Secret key holding the user's password; unset: the password comes from
+    `pulumi config set --secret accountingDbPassword`, and one of the two is required."""
 
 
 class EmbeddedDatabase(SpecModel):
     """A MariaDB StatefulSet created by slurm-stack (also the mariadb-operator CR's storage)."""
 
     volume: Volume = Field(default_factory=lambda: Volume(size="20Gi"))
+    """The database's data volume (default 20Gi): a ReadWriteOnce claim, protected and kept on
+    delete, or with `mariadb-operator` the MariaDB resource's storage."""
     resources: Resources = Field(
         default_factory=lambda: Resources(
             requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "4Gi"}
         )
     )
+    """Requests and limits of the MariaDB container (or the MariaDB resource's). The embedded
+    server's InnoDB buffer pool is a quarter of its memory limit (else request)."""
 
 
 class Purge(SpecModel):
     """slurmdbd purge ages (Slurm time spans such as '12month'); unset keeps records forever."""
 
     jobs_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
+    """slurmdbd's PurgeJobAfter: job records older than this are purged ('12month', '90days',
+    '48hours'); unset: kept forever."""
     steps_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
+    """slurmdbd's PurgeStepAfter, for job step records; same form; unset: kept forever."""
     events_after: Annotated[str, Field(pattern=r"^\d+(hour|day|month)s?$")] | None = None
+    """slurmdbd's PurgeEventAfter, for node event records; same form; unset: kept forever."""
     archive: bool = False
+    """Archive jobs, steps and events to `archiveVolume` (ArchiveJobs, ArchiveSteps,
+    ArchiveEvents) before they are purged."""
     archive_volume: Volume = Field(default_factory=lambda: Volume(size="20Gi"))
+    """The ReadWriteOnce claim slurmdbd archives into (default 20Gi), created only with
+    `archive`; protected and kept on delete."""
 
 
 class Accounting(SpecModel):
     """slurmdbd and its database."""
 
     enabled: bool = True
+    """Run slurmdbd and record jobs in its database; then only users with a Slurm association
+    may submit. Off: no slurmdbd, no database, no associations."""
     mode: Literal["embedded", "mariadb-operator", "external"] = "embedded"
+    """Where the database runs. `embedded`: a MariaDB StatefulSet slurm-stack creates;
+    `mariadb-operator`: a MariaDB resource for an installed mariadb-operator; `external`: a
+    server slurm-stack does not manage (see `external`)."""
     embedded: EmbeddedDatabase = Field(default_factory=EmbeddedDatabase)
+    """Volume and resources of the database, for modes `embedded` and `mariadb-operator`."""
     external: ExternalDatabase = Field(default_factory=ExternalDatabase)
+    """The database server, for mode `external`."""
     purge: Purge = Field(default_factory=Purge)
+    """When slurmdbd purges old records, and whether it archives them first."""
     resources: Resources = Field(
         default_factory=lambda: Resources(
             requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}
         )
     )
+    """Requests and limits of the slurmdbd container."""
     placement: Placement = Field(default_factory=Placement)
+    """Node selector and tolerations of the slurmdbd pod and the embedded MariaDB pod."""
 
     @model_validator(mode="after")
     def _external_needs_host(self) -> "Accounting":
@@ -539,23 +748,40 @@ class QuickChecks(SpecModel):
     """Slurm's HealthCheckProgram on every worker."""
 
     enabled: bool = True
+    """Run the quick checks as slurmd's HealthCheckProgram; a failing check drains the node
+    with a `healthcheck:` reason."""
     interval_seconds: int = Field(default=300, ge=10, le=86400)
+    """Seconds between runs on each node (HealthCheckInterval), 10-86400."""
     node_states: list[
         Literal["ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE", "START_ONLY"]
     ] = Field(default_factory=lambda: ["ANY"], min_length=1)
+    """Slurm's HealthCheckNodeState: in which node states the checks run (`ANY`: all), at least
+    one."""
     min_free_disk_percent: int = Field(default=5, ge=0, le=100)
+    """The disk check fails when the worker pod's `/tmp` or slurmd spool has less free space
+    than this, in percent."""
 
 
 class NcclBenchmark(SpecModel):
     """The periodic all_reduce_perf run that drains slow GPU nodes."""
 
     enabled: bool | None = None
+    """Run the benchmark CronJob; unset: only when a pool has GPUs. `true` needs a pool with
+    GPUs."""
     schedule: CronSchedule = "0 3 * * *"
+    """When the CronJob runs, a five-field cron schedule (the default: 03:00 every day)."""
     thresholds_gbps: dict[GresType, float] = Field(
         default_factory=lambda: {"a100": 180.0, "h100": 350.0, "h200": 350.0, "b200": 600.0}
     )
+    """Lowest acceptable average bus bandwidth of all_reduce_perf, in GB/s, by GPU type (a pool's
+    `gpuType`); a node below it is drained. A map given replaces the defaults (a100 180, h100
+    350, h200 350, b200 600), and every GPU pool's type needs an entry."""
     min_bytes: MessageSize = "512M"
+    """Smallest message size all_reduce_perf tests (`-b`): a whole number with an optional K,
+    M, G or T suffix, in powers of 1024."""
     max_bytes: MessageSize = "8G"
+    """Largest message size all_reduce_perf tests (`-e`), in the same form; at least
+    `minBytes`."""
 
     @model_validator(mode="after")
     def _sizes_in_order(self) -> "NcclBenchmark":
@@ -571,7 +797,10 @@ class HealthChecks(SpecModel):
     """Quick checks and the NCCL benchmark."""
 
     quick: QuickChecks = Field(default_factory=QuickChecks)
+    """The checks slurmd runs on every worker: the jail, munge, free disk, and the GPUs of GPU
+    pools."""
     nccl: NcclBenchmark = Field(default_factory=NcclBenchmark)
+    """The periodic NCCL bandwidth benchmark of idle GPU nodes."""
 
 
 LdapUri = Annotated[str, Field(pattern=r"^ldaps?://[A-Za-z0-9.:\[\]-]+(:[0-9]{1,5})?/?$")]
@@ -591,17 +820,28 @@ class Directory(SpecModel):
     """
 
     uri: LdapUri
+    """The server, `ldap://host[:port]` or `ldaps://host[:port]`; use ldaps:// for TLS
+    (StartTLS is not used on ldap://)."""
     base_dn: DistinguishedName
+    """The search base for users and groups, e.g. 'dc=example,dc=org'."""
     bind_dn: DistinguishedName | None = None
+    """The DN to bind as, its password set with `pulumi config set --secret ldapBindPassword`;
+    unset: bind anonymously."""
     ca_certificate: PemCertificate | None = None
+    """A PEM CA certificate sssd uses to verify an ldaps:// server."""
     login_groups: list[UnixName] = Field(default_factory=list)
+    """Groups whose members may log in over SSH with the keys the directory holds; empty:
+    every directory user. Declared users are not affected."""
     ssh_public_key_attribute: LdapAttribute = "sshPublicKey"
+    """The LDAP attribute that holds a user's SSH public keys (openssh-lpk's by default)."""
 
 
 class Cgroups(SpecModel):
     """Cgroup enforcement; when on, slurmd containers must run privileged (documented)."""
 
     enforce: bool = False
+    """Confine jobs with Slurm's cgroup plugins (cores, memory, devices); slurmd pods then run
+    privileged. Off: Slurm does not touch cgroups (proctrack/linuxproc)."""
 
 
 # The cloud metadata service (AWS, GCP, Azure, OpenStack …): credentials of the Kubernetes
@@ -649,37 +889,63 @@ class NetworkPolicy(SpecModel):
     server. Off for a network plugin that does not enforce them."""
 
     enabled: bool = True
-    # The API server's addresses as pods reach them (`kubectl get endpointslices -l
-    # kubernetes.io/service-name=kubernetes`, the `kubernetes` Service's ClusterIP, and the
-    # public endpoint if it has one); NetworkPolicies match addresses only.
+    """Create the NetworkPolicies. Set false where the network plugin enforces none: that
+    removes them and changes no pod."""
     api_server_cidrs: list[Annotated[NetworkBlock, AfterValidator(_not_every_address)]] = Field(
         default_factory=list
     )
-    # Where SSH may come from, as the login pods see it (the login Service keeps client
-    # addresses): login.service.loadBalancerSourceRanges when empty, anywhere when both are.
+    """The API server's addresses as pods reach them, which login and worker pods may not
+    connect to: the `kubernetes` Service's ClusterIP, the addresses in `kubectl get
+    endpointslices -l kubernetes.io/service-name=kubernetes` and any public endpoint, each in
+    CIDR form ('10.96.0.1/32'). NetworkPolicies match addresses only."""
     ssh_source_ranges: list[NetworkBlock] = Field(default_factory=list)
+    """CIDR ranges SSH may come from, as the login pods see it (the login Service keeps client
+    addresses); empty: `login.service.loadBalancerSourceRanges`, and anywhere when both are."""
 
 
 class ClusterSpec(SpecModel):
     """A whole Slurm-on-Kubernetes cluster: the `slurm-stack:cluster` stack config value."""
 
     name: ClusterName
+    """The cluster's name: Slurm's ClusterName and the prefix of every object's name; a DNS
+    label of at most 30 characters."""
     namespace: DnsLabel = "slurm"
+    """The Kubernetes namespace every object goes into; it must exist."""
     slurm_version: SlurmVersion = DEFAULT_VERSION
+    """The Slurm major release, '26.05' or '24.11' (quoted in YAML); it picks the default image
+    tag and which slurm.conf keys are valid."""
     auth: Literal["munge", "slurm"] = "munge"
+    """How Slurm components authenticate: `munge` (munged beside each Slurm process) or
+    `slurm` (Slurm's own auth/slurm with a generated slurm.key)."""
     images: Images = Field(default_factory=Images)
+    """Container images: registry, tag, pull settings and per-component references."""
     labels: KubeStringMap = Field(default_factory=dict)
+    """Labels added to every object and pod; slurm-stack's own labels win on a clash. Values
+    are strings."""
     annotations: KubeStringMap = Field(default_factory=dict)
+    """Annotations added to every object (not to pods); values are strings."""
     controller: Controller = Field(default_factory=Controller)
+    """slurmctld: resources, state volume, scheduling and extra slurm.conf lines."""
     login: Login = Field(default_factory=Login)
+    """Login pods, their SSH Service and the declared users."""
     worker_pools: list[WorkerPool] = Field(min_length=1)
+    """Pools of slurmd pods, at least one; each pod is one dynamic Slurm node."""
     partitions: list[Partition] = Field(default_factory=list)
+    """Slurm partitions; empty: one default partition, `main`, over every pool."""
     jail: Jail
+    """The shared root filesystem of every login session and job (required: it needs
+    `storageClass` or `existingClaim`)."""
     accounting: Accounting = Field(default_factory=Accounting)
+    """slurmdbd and its database."""
     health_checks: HealthChecks = Field(default_factory=HealthChecks)
+    """Node health checks and the NCCL benchmark."""
     cgroups: Cgroups = Field(default_factory=Cgroups)
+    """Slurm's cgroup enforcement."""
     directory: Directory | None = None
+    """An LDAP directory whose users and groups can log in and run jobs beside the declared
+    users; unset: none."""
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
+    """The NetworkPolicies that limit connections to and from the cluster's pods."""
 
     @field_validator("slurm_version", mode="before")
     @classmethod
