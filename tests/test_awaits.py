@@ -42,6 +42,9 @@ def test_registered_timeouts_come_from_the_table(dev_run: ProgramRun) -> None:
         ("batch/v1:Job", "dev-populate-jail"): "populate-jail",
         ("apps/v1:StatefulSet", "dev-login"): "login",
         ("core/v1:Service", "dev-login"): "login-service",
+        ("core/v1:Service", "dev-mariadb"): "mariadb-service",
+        ("core/v1:Service", "dev-accounting"): "slurmdbd-service",
+        ("core/v1:Service", "dev-controller"): "slurmctld-service",
         ("batch/v1:Job", "dev-reconfigure"): "reconfigure",
         ("batch/v1:Job", "dev-users"): "users",
     }
@@ -50,6 +53,12 @@ def test_registered_timeouts_come_from_the_table(dev_run: ProgramRun) -> None:
     for (kind, name), key in expected.items():
         want = {"create": TIMEOUTS[key], "update": TIMEOUTS[key]}
         assert _timeout_of(dev_run, kind, name) == want, (kind, name)
+
+
+def test_a_service_waits_as_long_as_the_pods_it_selects() -> None:
+    # A Service with a selector is awaited while a selected pod is not Ready.
+    for workload in ("mariadb", "slurmdbd", "slurmctld"):
+        assert TIMEOUTS[f"{workload}-service"] == TIMEOUTS[workload]
 
 
 def test_jobs_end_by_their_deadline_before_pulumi_times_out(dev_run: ProgramRun) -> None:

@@ -49,7 +49,12 @@ class Accounting(pulumi.ComponentResource):
             config_map(spec, config_name, "accounting", files),
             child_options(self, previously=f"{name}-config"),
         )
-        register(Service, f"{name}-service", builders.slurmdbd_service(spec), child_options(self))
+        register(
+            Service,
+            f"{name}-service",
+            builders.slurmdbd_service(spec),
+            child_options(self, timeout=TIMEOUTS["slurmdbd-service"]),
+        )
         account = register(
             ServiceAccount,
             f"{name}-service-account",
@@ -94,7 +99,12 @@ class Accounting(pulumi.ComponentResource):
             builders.db_pvc(spec),
             child_options(self, keep=True),
         )
-        register(Service, f"{name}-mariadb-service", builders.db_service(spec), child_options(self))
+        register(
+            Service,
+            f"{name}-mariadb-service",
+            builders.db_service(spec),
+            child_options(self, timeout=TIMEOUTS["mariadb-service"]),
+        )
         account = register(
             ServiceAccount,
             f"{name}-mariadb-service-account",

@@ -35,7 +35,10 @@ class Controller(pulumi.ComponentResource):
             PersistentVolumeClaim, f"{name}-state", state_pvc(spec), child_options(self, keep=True)
         )
         self.service = register(
-            Service, f"{name}-service", controller_service(spec), child_options(self)
+            Service,
+            f"{name}-service",
+            controller_service(spec),
+            child_options(self, timeout=TIMEOUTS["slurmctld-service"]),
         )
         account = register(
             ServiceAccount,

@@ -23,11 +23,16 @@ def pool_delete_timeout(pool: WorkerPool) -> str:
     return _minutes(termination_grace_seconds(pool) + JOB_MARGIN_SECONDS)
 
 
+# A ClusterIP Service with a selector waits while a selected pod is not Ready
+# (pulumi-kubernetes await/service.go, `endpointsPending`): it gets its workload's timeout.
 TIMEOUTS: dict[str, str] = {
     "mariadb": "20m",  # embedded MariaDB StatefulSet
+    "mariadb-service": "20m",  # its Service
     "mariadb-operator": "20m",  # `MariaDB` custom resource, awaited for condition Ready
     "slurmdbd": "20m",  # Deployment
+    "slurmdbd-service": "20m",  # its Service
     "slurmctld": "15m",  # StatefulSet
+    "slurmctld-service": "15m",  # its Service
     "populate-jail": _minutes(POPULATE_DEADLINE_SECONDS + JOB_MARGIN_SECONDS),  # Job
     "login": "20m",  # StatefulSet
     "login-service": "15m",  # Service
