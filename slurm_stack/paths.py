@@ -1,6 +1,14 @@
 """Paths and ports inside the project's containers, shared by renderers and pod builders."""
 
 SLURM_CONF_DIR = "/etc/slurm"
+
+
+def controller_config_dir(config_hash: str) -> str:
+    """Where slurmctld reads its config files: a directory named by their hash, so that
+    `scontrol show config` (SLURM_CONF) tells which config the running slurmctld started on."""
+    return f"{SLURM_CONF_DIR}/config-{config_hash}"
+
+
 STATE_SAVE_DIR = "/var/spool/slurmctld"
 SLURMD_SPOOL_DIR = "/var/spool/slurmd"
 SLURMDBD_SPOOL_DIR = "/var/spool/slurmdbd"

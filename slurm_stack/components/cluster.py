@@ -87,7 +87,7 @@ class SlurmCluster(pulumi.ComponentResource):
             before_controller.append(accounting.slurmdbd)
             slurm_ready.append(accounting.slurmdbd)
         controller = Controller(
-            f"{name}-controller", spec, config_name, before_controller, opts=here
+            f"{name}-controller", spec, config_hash, before_controller, opts=here
         )
         jail = Jail(f"{name}-jail", spec, opts=here)
         # A Kubernetes node drain takes slurmctld, slurmdbd and MariaDB one at a time.

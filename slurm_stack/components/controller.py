@@ -26,7 +26,7 @@ class Controller(pulumi.ComponentResource):
         self,
         name: str,
         spec: ClusterSpec,
-        config_map: str,
+        config_hash: str,
         depends_on: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
@@ -49,7 +49,7 @@ class Controller(pulumi.ComponentResource):
         self.statefulset = register(
             StatefulSet,
             name,
-            controller_statefulset(spec, config_map),
+            controller_statefulset(spec, config_hash),
             child_options(
                 self, depends_on=[state, account, *depends_on], timeout=TIMEOUTS["slurmctld"]
             ),

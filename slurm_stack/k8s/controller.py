@@ -44,18 +44,21 @@ def controller_service(spec: ClusterSpec) -> Manifest:
     return cluster_ip_service(spec, name, COMPONENT, "slurmctld", paths.SLURMCTLD_PORT)
 
 
-def controller_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
-    """slurmctld as the SlurmUser with no capabilities; rolls when ``config_map`` changes."""
+def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
+    """slurmctld as the SlurmUser with no capabilities; rolls when the config (its hash,
+    ``config_hash``, names the ConfigMap) changes."""
     name = naming.controller_name(spec.name)
+    config_map = naming.config_map_name(spec.name, config_hash)
+    config_dir = paths.controller_config_dir(config_hash)
     slurmctld = container(
         spec,
         "slurmctld",
         spec.image("controller"),
         "slurmctld",
         ports=[{"name": "slurmctld", "containerPort": paths.SLURMCTLD_PORT}],
-        env=env(SLURM_CONF=f"{paths.SLURM_CONF_DIR}/slurm.conf"),
+        env=env(SLURM_CONF=f"{config_dir}/slurm.conf"),
         volumeMounts=[
-            {"name": "slurm-config", "mountPath": paths.SLURM_CONF_DIR, "readOnly": True},
+            {"name": "slurm-config", "mountPath": config_dir, "readOnly": True},
             {"name": "state", "mountPath": paths.STATE_SAVE_DIR},
             {"name": "run", "mountPath": paths.SLURM_RUN_DIR},
             # Only for users and groups (the image resolves them from the jail's /etc).

@@ -7,6 +7,7 @@ import time
 
 import yaml
 
+from slurm_stack.paths import ENTRYPOINT
 from tests.cluster.conftest import Cluster, wait_for
 
 
@@ -83,10 +84,50 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
 
     partition = cluster.ok(cluster.ctl("scontrol show partition main -o"))
     assert "MaxNodes=2" in partition
+    # The Job pushed only once slurmctld ran the new config, and saw every slurmd restart on it.
+    [job] = [job for job in report.jobs_run if job.startswith("itest-reconfigure-")]
+    config_hash = job.removeprefix("itest-reconfigure-")
+    log = cluster.sandbox.podman.logs(f"{job}--reconfigure")
+    assert f"slurmctld runs config {config_hash}" in log
+    assert f"pushed config {config_hash}; every responding slurmd restarted on it" in log
     assert cluster.wait_job(running, timeout=90) == "COMPLETED"
     # Workers fetched the new config without a restart.
     conf = cluster.ok(cluster.node("itest-cpu-1", "cat /var/spool/slurmd/conf-cache/slurm.conf"))
     assert "MaxNodes=2" in conf
+
+
+RECONFIGURE = f"CONTROLLER_WAIT_SECONDS=4 {ENTRYPOINT} reconfigure"
+
+
+def served_config_hash(cluster: Cluster) -> str:
+    conf = cluster.ok(cluster.ctl("scontrol show config | sed -n 's/^SLURM_CONF *= *//p'"))
+    return conf.strip().removesuffix("/slurm.conf").rsplit("/config-", 1)[1]
+
+
+def test_reconfigure_refuses_to_push_a_config_slurmctld_does_not_run(cluster: Cluster) -> None:
+    # The Job of a config slurmctld has not rolled onto yet (a rollout reported done early).
+    result = cluster.ctl(f"EXPECTED_CONFIG_HASH=0123456789 {RECONFIGURE}")
+    assert result.returncode != 0
+    served = served_config_hash(cluster)
+    assert (
+        "slurmctld does not run config 0123456789 after 4s: it reports SLURM_CONF "
+        f"/etc/slurm/config-{served}/slurm.conf, HASH_VAL Match"
+    ) in result.stderr
+
+
+def test_reconfigure_refuses_when_slurmctlds_slurm_conf_differs_from_its_own(
+    cluster: Cluster,
+) -> None:
+    served = served_config_hash(cluster)
+    copy = f"/tmp/config-{served}"
+    result = cluster.ctl(
+        f"rm -rf {copy} && cp -rL $(dirname $SLURM_CONF) {copy} && "
+        f"echo MaxJobCount=12345 >> {copy}/slurm.conf && "
+        f"SLURM_CONF={copy}/slurm.conf EXPECTED_CONFIG_HASH={served} {RECONFIGURE}"
+    )
+    assert result.returncode != 0
+    assert f"slurmctld does not run config {served} after 4s" in result.stderr
+    assert "HASH_VAL Different" in result.stderr
 
 
 def test_opting_out_of_the_jail_works_once_the_config_allows_it(cluster: Cluster) -> None:
