@@ -1,8 +1,5 @@
 """SlurmCluster: composes every part of a cluster from one validated spec."""
 
-from collections.abc import Mapping
-from typing import Any
-
 import pulumi
 from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import ConfigMap, ServiceAccount
@@ -24,40 +21,47 @@ from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.disruption import services_disruption_budget
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.jobs import reconfigure_job
+from slurm_stack.package.args import SlurmClusterArgs
+from slurm_stack.package.convert import spec_and_secrets
 from slurm_stack.render import content_hash, slurm_config_files
-from slurm_stack.spec import load_spec
-from slurm_stack.spec.models import ClusterSpec
 
 
 class SlurmCluster(pulumi.ComponentResource):
-    """A Slurm cluster on Kubernetes.
+    """A Slurm cluster on Kubernetes: SSH login nodes, slurmctld, pools of slurmd workers,
+    slurmdbd accounting and a shared root filesystem (the jail) that every login session and
+    job sees as `/`.
 
-    ``spec`` is a validated ClusterSpec or the same structure as a plain mapping (camelCase
-    keys, as in stack config), which is validated here before any resource is registered.
-    Pass a `kubernetes.Provider` in ``opts`` to deploy into a cluster of your choosing; every
-    child inherits it. The namespace must exist (see examples/host-program).
+    ``args`` is the cluster spec (the structure under `slurm-stack:cluster` in stack config,
+    with camelCase or snake_case keys) plus the secret inputs, or a validated ClusterSpec.
+    It is validated before any resource is registered; a bad value raises a SpecError that
+    names its key. Pass a `kubernetes.Provider` in ``opts`` to deploy into a cluster of your
+    choosing; every child inherits it. The namespace must exist (see examples/host-program).
     """
 
     namespace: pulumi.Output[str]
+    """The Kubernetes namespace of every object of the cluster."""
     login_endpoint: pulumi.Output[str]
+    """`host:port` for SSH: the load balancer's address (`pending` until it has one), a node
+    port, or the Service's in-cluster name, by `login.service.type`."""
     ssh_command: pulumi.Output[str]
+    """An `ssh` command line that logs in as the first declared user (root without one)."""
     config_hash: pulumi.Output[str]
+    """Hash of the Slurm config files; it names their ConfigMap and the reconfigure Job."""
     slurm_version: pulumi.Output[str]
+    """The Slurm release the cluster runs, e.g. `26.05`."""
 
     def __init__(
         self,
         name: str,
-        spec: ClusterSpec | Mapping[str, Any],
-        db_password: pulumi.Input[str] | None = None,
+        args: SlurmClusterArgs,
         opts: pulumi.ResourceOptions | None = None,
+        *,
+        db_password: pulumi.Input[str] | None = None,
         ldap_bind_password: pulumi.Input[str] | None = None,
     ):
-        if not isinstance(spec, ClusterSpec):
-            spec = load_spec(
-                dict(spec),
-                db_password_provided=db_password is not None,
-                ldap_password_provided=ldap_bind_password is not None,
-            )
+        spec, secrets = spec_and_secrets(args, db_password, ldap_bind_password)
+        db_password = secrets.get("db_password")
+        ldap_bind_password = secrets.get("ldap_bind_password")
         super().__init__("slurm-stack:index:SlurmCluster", name, None, opts)
         here = pulumi.ResourceOptions(parent=self)
         secrets = ClusterSecrets(
