@@ -1103,6 +1103,13 @@ INVALID = [
         id="nccl-sizes-out-of-order",
     ),
     bad(
+        # No disk is 100 % free: every node would fail its check and drain.
+        {"healthChecks.quick.minFreeDiskPercent": 100},
+        "healthChecks.quick.minFreeDiskPercent",
+        "Input should be less than 100",
+        id="min-free-disk-percent-100",
+    ),
+    bad(
         {"healthChecks.quick.nodeStates": ["BUSY"]},
         "healthChecks.quick.nodeStates[0]",
         "Input should be 'ALLOC', 'ANY',",

@@ -757,7 +757,7 @@ class QuickChecks(SpecModel):
     ] = Field(default_factory=lambda: ["ANY"], min_length=1)
     """Slurm's HealthCheckNodeState: in which node states the checks run (`ANY`: all), at least
     one."""
-    min_free_disk_percent: int = Field(default=5, ge=0, le=100)
+    min_free_disk_percent: int = Field(default=5, ge=0, lt=100)
     """The disk check fails when the worker pod's `/tmp` or slurmd spool has less free space
     than this, in percent."""
 
