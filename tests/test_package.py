@@ -10,15 +10,20 @@ trip as a construct request from the engine (numbers become floats there).
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, get_args
 
+import grpc
 import pulumi
 import pytest
+import yaml
 from pulumi.errors import InputPropertiesError, InputPropertyError
 from pulumi.provider.experimental.util import camel_case
 from pulumi.provider.server import ProviderServicer
 from pulumi.runtime import rpc
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pydantic import BaseModel
 
 from slurm_stack.offline import ProgramRun, run_program
@@ -226,3 +231,31 @@ def test_an_output_in_a_spec_field_is_refused_naming_its_key() -> None:
     [error] = raised.value.errors or []
     assert error["property_path"] == "namespace"
     assert "not an output of another resource" in error["reason"]
+
+
+def test_the_plugin_directory_serves_the_schema_over_grpc() -> None:
+    """As the Python language host runs a plugin (pulumi-language-python RunPlugin:
+    `python <plugin directory> <engine address>`); GetSchema needs no engine."""
+    plugin = ROOT / "provider"
+    assert yaml.safe_load((plugin / "PulumiPlugin.yaml").read_text()) == {"runtime": "python"}
+    requirements = (plugin / "requirements.txt").read_text().split("\n")
+    assert [line for line in requirements if line and not line.startswith("#")] == ["-e .."]
+    server = subprocess.Popen(
+        [sys.executable, str(plugin), "127.0.0.1:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+        assert port.isdigit(), server.stderr.read() if server.stderr else ""
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = provider_pb2_grpc.ResourceProviderStub(channel)
+            reply = stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
+        assert json.dumps(json.loads(reply.schema), indent=2, sort_keys=True) + "\n" == (
+            SCHEMA_FILE.read_text()
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
