@@ -77,6 +77,11 @@ def fingerprint(pod: Pod, files: list[File], image_ids: tuple[str, ...] = ()) ->
     return digest.hexdigest()[:16]
 
 
+def job_log(state: SandboxState, job: str, container: str) -> Path:
+    """What a finished Job's container printed (`kubectl logs job/<job> -c <container>`)."""
+    return state.root / "jobs" / f"{job}--{container}.log"
+
+
 def pod_files(plan: Plan, pod: Pod, state: SandboxState) -> list[File]:
     """The ConfigMap and Secret files of one pod."""
     prefix = f"{state.root}/pods/{pod.name}/"
@@ -377,11 +382,22 @@ class Applier:
                 if pod.job:
                     self.state.job_done(pod.name).parent.mkdir(parents=True, exist_ok=True)
                     self.state.job_done(pod.name).touch()
+                    self._keep_job_logs(pod)
                     self.podman.run(["pod", "rm", "--force", pod.name], check=False)
                     jobs.append(pod.name)
                 else:
                     created.append(pod.name)
         return ApplyReport(tuple(created), tuple(kept), tuple(removed), tuple(jobs))
+
+    def _keep_job_logs(self, pod: Pod) -> None:
+        """Save what a finished Job's containers printed before its pod goes."""
+        for container in pod.containers:
+            if container.role == "init":
+                continue
+            printed = self.podman.run(["logs", container_name(pod, container)], check=False)
+            job_log(self.state, pod.name, container.name).write_text(
+                printed.stdout + printed.stderr
+            )
 
     def run_cron_job(self, plan: Plan, name: str) -> None:
         """Run a CronJob's pod once now, as `kubectl create job --from=cronjob/NAME` would."""

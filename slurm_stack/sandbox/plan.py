@@ -21,7 +21,9 @@ Everything Kubernetes does that podman does not is translated here, in one place
   other init containers run to completion before the main containers, as in a pod;
 - pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod);
 - a Job runs once per name while the stack has it; one that leaves the stack and comes back
-  runs again (Pulumi deletes the old Job object and creates it anew);
+  runs again (Pulumi deletes the old Job object and creates it anew); what stays different:
+  a finished Job's pod is removed at once (Kubernetes keeps it with the Job), its containers'
+  logs kept as `jobs/<job>--<container>.log` in the sandbox state (`kubectl logs job/<job>`);
 - a pod that leaves runs its main container's preStop hook, then gets SIGTERM and SIGKILL once
   its `terminationGracePeriodSeconds` (hook included) is over, highest ordinal first; what
   stays different: the sandbox stops removed pods one after another (a StatefulSet with

@@ -8,6 +8,7 @@ import time
 import yaml
 
 from slurm_stack.paths import ENTRYPOINT
+from slurm_stack.sandbox.apply import job_log
 from tests.cluster.conftest import Cluster, wait_for
 
 
@@ -87,7 +88,7 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
     # The Job pushed only once slurmctld ran the new config, and saw every slurmd restart on it.
     [job] = [job for job in report.jobs_run if job.startswith("itest-reconfigure-")]
     config_hash = job.removeprefix("itest-reconfigure-")
-    log = cluster.sandbox.podman.logs(f"{job}--reconfigure")
+    log = job_log(cluster.sandbox.state, job, "reconfigure").read_text()
     assert f"slurmctld runs config {config_hash}" in log
     assert f"pushed config {config_hash}; every responding slurmd restarted on it" in log
     assert cluster.wait_job(running, timeout=90) == "COMPLETED"
