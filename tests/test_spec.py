@@ -430,6 +430,26 @@ def test_base_is_valid():
     load_spec(copy.deepcopy(BASE))
 
 
+# Valid Kubernetes input that a real API server accepts (apimachinery's quantity grammar,
+# robfig/cron's ParseStandard for a CronJob schedule).
+UNUSUAL_BUT_VALID = [
+    pytest.param({"workerPools[0].shmSize": "129e6"}, id="quantity-exponent"),
+    pytest.param({"workerPools[0].shmSize": "1E3"}, id="quantity-capital-exponent"),
+    pytest.param({"workerPools[0].shmSize": ".5Gi"}, id="quantity-leading-dot"),
+    pytest.param({"workerPools[0].shmSize": "+2Gi"}, id="quantity-plus"),
+    pytest.param({"healthChecks.nccl.schedule": "@weekly"}, id="cron-weekly"),
+    pytest.param({"healthChecks.nccl.schedule": "@daily"}, id="cron-daily"),
+    pytest.param({"healthChecks.nccl.schedule": "@every 6h"}, id="cron-every"),
+    pytest.param({"healthChecks.nccl.schedule": "0 3 ? * SUN"}, id="cron-question-mark"),
+    pytest.param({"healthChecks.nccl.schedule": "*/30 1-5 * JAN-JUN 1-5"}, id="cron-ranges"),
+]
+
+
+@pytest.mark.parametrize("changes", UNUSUAL_BUT_VALID)
+def test_unusual_but_valid_kubernetes_input_is_accepted(changes):
+    load_spec(mutate(BASE, changes))
+
+
 # `pulumi config set --path` (and YAML) turn `true` and `42` into bool and int; Kubernetes
 # label, annotation and node selector values are strings, so the spec takes their text.
 SCALAR_TEXT = [
@@ -744,7 +764,7 @@ INVALID = [
     bad(
         {"workerPools[0].shmSize": "16GB"},
         "workerPools[0].shmSize",
-        "'16GB' is not a Kubernetes quantity (examples: '500m', '4', '64Gi', '1.5T')",
+        "'16GB' is not a Kubernetes quantity (examples: '500m', '4', '64Gi', '1.5T', '129e6')",
         id="bad-quantity-shm",
     ),
     bad(
@@ -1069,7 +1089,7 @@ INVALID = [
     bad(
         {"workerPools[0].nodeConfExtra": ["CoreSpecCount=2\nNodeName=x"]},
         "workerPools[0].nodeConfExtra[0]",
-        "is not a single 'Key=Value' line",
+        "contains the control character '\\n'",
         id="node-conf-line-with-newline",
     ),
     bad(
@@ -1087,8 +1107,32 @@ INVALID = [
     bad(
         {"healthChecks.nccl.schedule": "0 3 * *"},
         "healthChecks.nccl.schedule",
-        "'0 3 * *' is not a five-field cron schedule (e.g. '0 3 * * 0')",
+        "'0 3 * *' is not a five-field cron schedule: use five fields such as '0 3 * * 0'",
         id="bad-cron",
+    ),
+    bad(
+        {"healthChecks.nccl.schedule": "0 25 * * *"},
+        "healthChecks.nccl.schedule",
+        "'0 25 * * *' is not a valid cron schedule (Bad hour)",
+        id="cron-hour-out-of-range",
+    ),
+    bad(
+        {"healthChecks.nccl.schedule": "0 3 * * 5#2"},
+        "healthChecks.nccl.schedule",
+        "uses L, W or '#', which Kubernetes' cron does not know",
+        id="cron-quartz-syntax",
+    ),
+    bad(
+        {"healthChecks.nccl.schedule": "0 3 * * 7"},
+        "healthChecks.nccl.schedule",
+        "days of the week are 0-6 (Sunday is 0)",
+        id="cron-day-of-week-7",
+    ),
+    bad(
+        {"healthChecks.nccl.schedule": "@reboot"},
+        "healthChecks.nccl.schedule",
+        "'@reboot' is not a cron descriptor",
+        id="cron-unknown-descriptor",
     ),
     bad(
         {"healthChecks.nccl.minBytes": "1.5G"},

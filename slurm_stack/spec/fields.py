@@ -2,8 +2,10 @@
 
 import ipaddress
 import re
+from datetime import datetime
 from typing import Annotated
 
+from cronsim import CronSim, CronSimError
 from pydantic import AfterValidator
 
 from slurm_stack.spec.quantity import parse_quantity
@@ -34,7 +36,7 @@ _SSH_KEY_TYPES = (
 
 def dns_label(value: str) -> str:
     """A Kubernetes DNS-1123 label, which is also a valid Slurm node, NodeSet and feature name."""
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a DNS label: use 1-63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
@@ -121,7 +123,7 @@ def host_directory(value: str) -> str:
 
 def slurm_key_value(value: str) -> str:
     """One raw ``Key=Value`` line for slurm.conf or a dynamic node's --conf."""
-    if not _SLURM_KEY_VALUE.match(value.strip()) or "\n" in value:
+    if not _SLURM_KEY_VALUE.fullmatch(value.strip()) or "\n" in value:
         raise ValueError(
             f"{value!r} is not a single 'Key=Value' line (example: 'MaxJobCount=50000')"
         )
@@ -130,7 +132,7 @@ def slurm_key_value(value: str) -> str:
 
 def sshd_line(value: str) -> str:
     """One ``Keyword value`` line for sshd_config."""
-    if not _SSHD_LINE.match(value.strip()) or "\n" in value:
+    if not _SSHD_LINE.fullmatch(value.strip()) or "\n" in value:
         raise ValueError(
             f"{value!r} is not a single 'Keyword value' line (example: 'MaxSessions 20')"
         )
@@ -139,7 +141,7 @@ def sshd_line(value: str) -> str:
 
 def gres_type(value: str) -> str:
     """A GRES type name as Slurm accepts it ("h100", "a100_80g")."""
-    if not _GRES_TYPE.match(value):
+    if not _GRES_TYPE.fullmatch(value):
         raise ValueError(f"{value!r} is not a GRES type: use letters, digits and '_' (e.g. 'h100')")
     return value
 
@@ -147,13 +149,13 @@ def gres_type(value: str) -> str:
 def image_ref(value: str) -> str:
     """A pinned container image reference: a tag other than 'latest', a digest, or both
     (`registry/name:tag`, `registry/name@sha256:<hex>`, `registry/name:tag@sha256:<hex>`)."""
-    match = _IMAGE_REF.match(value)
+    match = _IMAGE_REF.fullmatch(value)
     if not match:
         raise ValueError(
             f"{value!r} is not an image reference like 'registry/name:tag' or "
             "'registry/name@sha256:<64 hex digits>'"
         )
-    if match["digest"] is not None and not _IMAGE_DIGEST.match(match["digest"]):
+    if match["digest"] is not None and not _IMAGE_DIGEST.fullmatch(match["digest"]):
         raise ValueError(
             f"{value!r} has a malformed digest {match['digest']!r}: give 'sha256:' and 64 "
             "lowercase hex digits, as `podman image inspect --format '{{.Digest}}'` or "
@@ -172,7 +174,7 @@ def image_tag(value: str) -> str:
             "image by digest under images.<component> (e.g. images.worker: "
             "'registry.example.com/slurm-stack/worker@sha256:<hex>')"
         )
-    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", value) or value == "latest":
+    if not re.fullmatch(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", value) or value == "latest":
         raise ValueError(f"{value!r} is not a pinned image tag (e.g. '26.05-0.1.0', not 'latest')")
     return value
 
@@ -180,7 +182,7 @@ def image_tag(value: str) -> str:
 def image_registry(value: str) -> str:
     """Where the project's images live: a registry and repository path, with no tag or digest
     (`<registry>/<component>:<tag>` is built from it)."""
-    if not _IMAGE_REGISTRY.match(value):
+    if not _IMAGE_REGISTRY.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a registry path like 'registry.example.com/slurm-stack' (lowercase, "
             "no tag or digest: pin an image by digest under images.<component>)"
@@ -215,7 +217,7 @@ _MESSAGE_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**
 def message_size(value: str) -> str:
     """An all_reduce_perf message size (`-b`/`-e`): a whole number, optionally K, M, G or T,
     which all_reduce_perf reads as powers of 1024 (not a Kubernetes quantity)."""
-    if not _MESSAGE_SIZE.match(value):
+    if not _MESSAGE_SIZE.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an all_reduce_perf message size: a whole number with an optional "
             "K, M, G or T suffix (powers of 1024), e.g. '512M' or '8G'"
@@ -225,16 +227,54 @@ def message_size(value: str) -> str:
 
 def message_size_bytes(value: str) -> int:
     """The bytes of a :func:`message_size`."""
-    match = _MESSAGE_SIZE.match(value)
+    match = _MESSAGE_SIZE.fullmatch(value)
     assert match is not None, value
     return int(match["number"]) * _MESSAGE_SIZE_UNITS[(match["unit"] or "")[:1].lower()]
 
 
+# A CronJob's schedule is parsed by robfig/cron v3's ParseStandard: five fields (minute,
+# hour, day of month, month, day of week 0-6, `?` meaning `*` in the day fields; three-letter
+# month and day names) or a descriptor. It has no `L`, `W` or `#`, which cronsim accepts.
+_CRON_DESCRIPTORS = (
+    "@yearly",
+    "@annually",
+    "@monthly",
+    "@weekly",
+    "@daily",
+    "@midnight",
+    "@hourly",
+)
+_GO_DURATION = re.compile(r"([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+")
+_CRON_NAMES = re.compile(
+    r"JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC|SUN|MON|TUE|WED|THU|FRI|SAT"
+)
+
+
 def cron_schedule(value: str) -> str:
-    """A five-field cron schedule as Kubernetes CronJobs take it."""
+    """A CronJob schedule as Kubernetes takes it: five fields or an `@` descriptor."""
+    example = "five fields such as '0 3 * * 0', or @daily, @weekly, @every 6h"
+    if value.startswith("@"):
+        every = value.removeprefix("@every ")
+        if value in _CRON_DESCRIPTORS or (every != value and _GO_DURATION.fullmatch(every)):
+            return value
+        raise ValueError(f"{value!r} is not a cron descriptor: use {example}")
     fields = value.split()
-    if len(fields) != 5 or not all(re.match(r"^[0-9*/,\-A-Za-z?]+$", f) for f in fields):
-        raise ValueError(f"{value!r} is not a five-field cron schedule (e.g. '0 3 * * 0')")
+    if len(fields) != 5:
+        raise ValueError(f"{value!r} is not a five-field cron schedule: use {example}")
+    for field_text in fields:
+        if re.search("[A-Z#]", _CRON_NAMES.sub("", field_text.upper())):
+            raise ValueError(
+                f"{value!r}: {field_text!r} uses L, W or '#', which Kubernetes' cron does not "
+                f"know: use {example}"
+            )
+    if any(int(n) > 6 for n in re.findall(r"[0-9]+", fields[4].split("/")[0])):
+        raise ValueError(f"{value!r}: days of the week are 0-6 (Sunday is 0) in Kubernetes' cron")
+    try:
+        CronSim(" ".join(f.replace("?", "*") for f in fields), datetime(2000, 1, 1))
+    except CronSimError as error:
+        raise ValueError(
+            f"{value!r} is not a valid cron schedule ({error}): use {example}"
+        ) from None
     return value
 
 

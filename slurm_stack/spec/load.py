@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 from slurm_stack.spec.errors import CONFIG_KEY, SpecError, SpecIssue, join_path
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.rules import RuleContext, cross_field_issues
+from slurm_stack.spec.text import text_issues
 
 
 def load_spec(
@@ -28,12 +29,19 @@ def load_spec(
             config_key,
         )
     context = RuleContext(db_password_provided, ldap_password_provided)
-    issues = cross_field_issues(raw, context)
+    text = list(text_issues(raw, ClusterSpec))
+    issues = [*text, *cross_field_issues(raw, context)]
     spec = None
     try:
         spec = ClusterSpec.model_validate(raw)
     except ValidationError as exc:
-        issues.extend(_issue_from(error) for error in exc.errors())
+        # A string the text rule refused is named once, by that rule.
+        refused = {issue.path for issue in text}
+        issues.extend(
+            issue
+            for issue in (_issue_from(error) for error in exc.errors())
+            if issue.path not in refused
+        )
     if issues or spec is None:
         raise SpecError(issues, config_key)
     return spec

@@ -41,6 +41,7 @@ from slurm_stack.spec.fields import (
     SshPublicKey,
     message_size_bytes,
 )
+from slurm_stack.spec.text import MULTILINE
 from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
 
 IMAGE_REVISION = "0.1.0"
@@ -827,7 +828,7 @@ class Directory(SpecModel):
     bind_dn: DistinguishedName | None = None
     """The DN to bind as, its password set with `pulumi config set --secret ldapBindPassword`;
     unset: bind anonymously."""
-    ca_certificate: PemCertificate | None = None
+    ca_certificate: PemCertificate | None = Field(default=None, json_schema_extra=MULTILINE)
     """A PEM CA certificate sssd uses to verify an ldaps:// server."""
     login_groups: list[UnixName] = Field(default_factory=list)
     """Groups whose members may log in over SSH with the keys the directory holds; empty:

@@ -1,0 +1,96 @@
+"""One rule for every string of the spec, keys of maps included: no control character and no
+surrounding whitespace.
+
+Strings reach config files (slurm.conf, sshd_config, slurmdbd.conf, authorized_keys) and
+Kubernetes names: a newline there would start a line of its own, and a trailing one passes a
+`$`-anchored check. Only a field whose model marks it `MULTILINE` (a PEM certificate) may
+hold line breaks, and no field may hold another control character.
+"""
+
+import types
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from slurm_stack.spec.errors import SpecIssue, join_path
+
+MULTILINE = {"multiline": True}
+"""`json_schema_extra` of a field whose value may span lines."""
+
+_LINE_BREAKS = "\n"
+
+
+def text_issues(raw: Any, model: type[BaseModel]) -> Iterator[SpecIssue]:
+    """Every string in ``raw`` (stack config for ``model``) that breaks the rule."""
+    yield from _walk(raw, model, (), multiline=False)
+
+
+def _walk(value: Any, annotation: Any, path: tuple[str | int, ...], multiline: bool) -> Iterator:
+    annotation = _unwrap(annotation)
+    if isinstance(value, str):
+        problem = text_problem(value, multiline=multiline)
+        if problem:
+            yield SpecIssue(join_path(*path), problem)
+        return
+    model = _model_for(annotation, value)
+    if model is not None and isinstance(value, dict):
+        fields = {info.alias or name: info for name, info in model.model_fields.items()}
+        for key, item in value.items():
+            info = fields.get(key)
+            if info is not None:
+                extra = info.json_schema_extra
+                lines = isinstance(extra, dict) and extra.get("multiline") is True
+                yield from _walk(item, info.annotation, (*path, key), lines)
+        return
+    origin = typing.get_origin(annotation)
+    if isinstance(value, list):
+        item_type = typing.get_args(annotation)[0] if origin is list else Any
+        for index, item in enumerate(value):
+            yield from _walk(item, item_type, (*path, index), multiline)
+    elif isinstance(value, dict):
+        item_type = typing.get_args(annotation)[-1] if origin is dict else Any
+        for key, item in value.items():
+            if isinstance(key, str) and (problem := text_problem(key, multiline=False)):
+                yield SpecIssue(join_path(*path, key), f"the key {problem}")
+            yield from _walk(item, item_type, (*path, key), multiline)
+
+
+def text_problem(value: str, *, multiline: bool) -> str | None:
+    """What is wrong with ``value`` under the rule, or None."""
+    allowed = _LINE_BREAKS if multiline else ""
+    for char in value:
+        if (ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0) and char not in allowed:
+            return (
+                f"contains the control character {char!r}: strings here are written into "
+                "config files and names, where it would break the line"
+            )
+    if not multiline and value != value.strip():
+        return f"{value!r} has leading or trailing whitespace"
+    return None
+
+
+def _unwrap(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _model_for(annotation: Any, value: Any) -> type[BaseModel] | None:
+    """The model ``value`` is validated as: the annotation's, or a union member's (picked by
+    the union's `type` tag, as pydantic picks a discriminated union's member)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return None
+    members = [_unwrap(m) for m in typing.get_args(annotation)]
+    models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+    if len(models) == 1:
+        return models[0]
+    tag = value.get("type") if isinstance(value, dict) else None
+    for member in models:
+        field = member.model_fields.get("type")
+        if field is not None and tag in typing.get_args(field.annotation):
+            return member
+    return None
