@@ -442,6 +442,12 @@ UNUSUAL_BUT_VALID = [
     pytest.param({"healthChecks.nccl.schedule": "@every 6h"}, id="cron-every"),
     pytest.param({"healthChecks.nccl.schedule": "0 3 ? * SUN"}, id="cron-question-mark"),
     pytest.param({"healthChecks.nccl.schedule": "*/30 1-5 * JAN-JUN 1-5"}, id="cron-ranges"),
+    pytest.param({"labels": {"example.com/team": "ml", "tier": ""}}, id="label-prefix-empty-value"),
+    pytest.param({"jail.storageClass": "fast.rwx-1"}, id="storage-class-subdomain"),
+    pytest.param(
+        {"workerPools[0].placement": {"tolerations": [{"operator": "Exists"}]}},
+        id="toleration-everything",
+    ),
 ]
 
 
@@ -510,6 +516,93 @@ def bad(changes: dict[str, Any], path: str, fragment: str, count: int = 1, *, id
 
 
 INVALID = [
+    # ---- Kubernetes' own rules for what the spec passes through (names, keys, tolerations)
+    bad(
+        {"labels": {"team name": "ml"}},
+        "labels.team name",
+        "'team name' is not a label or annotation key",
+        id="label-key-with-space",
+    ),
+    bad(
+        {"labels": {"a/b/c": "ml"}},
+        "labels.a/b/c",
+        "at most one '/'",
+        id="label-key-two-slashes",
+    ),
+    bad(
+        {"labels": {"Example.COM/team": "ml"}},
+        "labels.Example.COM/team",
+        "the prefix of 'Example.COM/team': 'Example.COM' is not a DNS subdomain",
+        id="label-key-uppercase-prefix",
+    ),
+    bad(
+        {"labels": {"team": "x" * 64}},
+        "labels.team",
+        "is not a label value: at most 63",
+        id="label-value-too-long",
+    ),
+    bad(
+        {"workerPools[0].placement": {"nodeSelector": {"gpu": "-yes"}}},
+        "workerPools[0].placement.nodeSelector.gpu",
+        "'-yes' is not a label value",
+        id="node-selector-value",
+    ),
+    bad(
+        {"annotations": {"_private": "x"}},
+        "annotations._private",
+        "'_private' is not a label or annotation key",
+        id="annotation-key",
+    ),
+    bad(
+        {"jail.storageClass": "Fast_RWX"},
+        "jail.storageClass",
+        "'Fast_RWX' is not a DNS subdomain",
+        id="storage-class-not-dns",
+    ),
+    bad(
+        {
+            "accounting": {
+                "mode": "external",
+                "external": {"host": "db", "passwordSecret": {"name": "db", "key": "pass/word"}},
+            }
+        },
+        "accounting.external.passwordSecret.key",
+        "'pass/word' cannot be a key of a Secret",
+        id="secret-key-with-slash",
+    ),
+    bad(
+        {
+            "workerPools[0].placement": {
+                "tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]
+            }
+        },
+        "workerPools[0].placement.tolerations[0].value",
+        "operator Exists matches any value: leave value out",
+        id="toleration-exists-with-value",
+    ),
+    bad(
+        {"workerPools[0].placement": {"tolerations": [{"operator": "Equal", "value": "x"}]}},
+        "workerPools[0].placement.tolerations[0].operator",
+        "a toleration without a key matches every taint only with Exists",
+        id="toleration-equal-without-key",
+    ),
+    bad(
+        {
+            "workerPools[0].placement": {
+                "tolerations": [
+                    {
+                        "key": "gpu",
+                        "operator": "Exists",
+                        "effect": "NoSchedule",
+                        "tolerationSeconds": 60,
+                    }
+                ]
+            }
+        },
+        "workerPools[0].placement.tolerations[0].tolerationSeconds",
+        "tolerationSeconds applies only to effect NoExecute",
+        id="toleration-seconds-without-no-execute",
+    ),
     # ---- relational rules (rules.py)
     bad(
         {"partitions[1].pools": ["gpu", "tpu"]},

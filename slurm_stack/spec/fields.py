@@ -44,6 +44,63 @@ def dns_label(value: str) -> str:
     return value
 
 
+# Kubernetes' own name rules (apimachinery pkg/util/validation: IsQualifiedName,
+# IsValidLabelValue, IsDNS1123Subdomain, IsConfigMapKey), which the API server applies to
+# what the spec passes through.
+_QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+def dns_subdomain(value: str) -> str:
+    """A DNS-1123 subdomain, as Kubernetes names storage classes (and label key prefixes)."""
+    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a DNS subdomain: at most 253 lowercase letters, digits, '-' and "
+            "'.', each dot-separated part starting and ending with a letter or digit"
+        )
+    return value
+
+
+def qualified_name(value: str) -> str:
+    """A label, annotation or node selector key: `name` or `prefix/name`."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        raise ValueError(f"{value!r} is not a label or annotation key: at most one '/'")
+    name = parts[-1]
+    if len(parts) == 2:
+        try:
+            dns_subdomain(parts[0])
+        except ValueError as error:
+            raise ValueError(f"the prefix of {value!r}: {error}") from None
+    if len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
+        raise ValueError(
+            f"{value!r} is not a label or annotation key: a name of 1-63 letters, digits, '-', "
+            "'_' and '.', starting and ending with a letter or digit, optionally after a DNS "
+            "prefix and '/' (example: 'example.com/team')"
+        )
+    return value
+
+
+def label_value(value: str) -> str:
+    """A label or node selector value: empty, or up to 63 characters as a key's name part."""
+    if value and (len(value) > 63 or not _QUALIFIED_NAME.fullmatch(value)):
+        raise ValueError(
+            f"{value!r} is not a label value: at most 63 letters, digits, '-', '_' and '.', "
+            "starting and ending with a letter or digit (or empty)"
+        )
+    return value
+
+
+def secret_data_key(value: str) -> str:
+    """A key of a Secret's data, as Kubernetes allows it."""
+    if len(value) > 253 or not _CONFIG_KEY.fullmatch(value) or value in (".", ".."):
+        raise ValueError(
+            f"{value!r} cannot be a key of a Secret: use letters, digits, '-', '_' and '.'"
+        )
+    return value
+
+
 MAX_CLUSTER_NAME = 30
 
 
@@ -310,5 +367,8 @@ ImageTag = Annotated[str, AfterValidator(image_tag)]
 ImageRegistry = Annotated[str, AfterValidator(image_registry)]
 SshPublicKey = Annotated[str, AfterValidator(ssh_public_key)]
 Cidr = Annotated[str, AfterValidator(cidr)]
+DnsSubdomain = Annotated[str, AfterValidator(dns_subdomain)]
+QualifiedName = Annotated[str, AfterValidator(qualified_name)]
+SecretDataKey = Annotated[str, AfterValidator(secret_data_key)]
 CronSchedule = Annotated[str, AfterValidator(cron_schedule)]
 MessageSize = Annotated[str, AfterValidator(message_size)]

@@ -17,6 +17,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -28,6 +29,7 @@ from slurm_stack.spec.fields import (
     ClusterName,
     CronSchedule,
     DnsLabel,
+    DnsSubdomain,
     GresType,
     HostDirectory,
     ImageRef,
@@ -35,10 +37,13 @@ from slurm_stack.spec.fields import (
     ImageTag,
     MessageSize,
     PartitionOption,
+    QualifiedName,
     Quantity,
+    SecretDataKey,
     SlurmKeyValue,
     SshdLine,
     SshPublicKey,
+    label_value,
     message_size_bytes,
 )
 from slurm_stack.spec.text import MULTILINE
@@ -63,8 +68,10 @@ def _scalar_as_text(value: object) -> object:
 
 KubeText = Annotated[str, BeforeValidator(_scalar_as_text)]
 """A string value in a Kubernetes string map; booleans and numbers are taken as their text."""
-KubeStringMap = dict[str, KubeText]
-"""Labels, annotations, node selectors: the maps users fill through stack config."""
+LabelMap = dict[QualifiedName, Annotated[KubeText, AfterValidator(label_value)]]
+"""Labels and node selectors: keys and values as Kubernetes takes them."""
+AnnotationMap = dict[QualifiedName, KubeText]
+"""Annotations: keys as Kubernetes takes them, any text as values."""
 
 
 class SpecModel(BaseModel):
@@ -97,11 +104,33 @@ class Toleration(SpecModel):
     """For effect `NoExecute`: seconds the pod stays on a node after the taint appears; unset:
     it stays."""
 
+    # Kubernetes' rules for a toleration (ValidateTolerations), each at the key to change.
+    @field_validator("operator")
+    @classmethod
+    def _no_key_needs_exists(cls, operator: str, info: ValidationInfo) -> str:
+        if operator == "Equal" and not info.data.get("key"):
+            raise ValueError("a toleration without a key matches every taint only with Exists")
+        return operator
+
+    @field_validator("value")
+    @classmethod
+    def _exists_takes_no_value(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value and info.data.get("operator") == "Exists":
+            raise ValueError("operator Exists matches any value: leave value out")
+        return value
+
+    @field_validator("toleration_seconds")
+    @classmethod
+    def _seconds_only_for_no_execute(cls, seconds: int | None, info: ValidationInfo) -> int | None:
+        if seconds is not None and info.data.get("effect") != "NoExecute":
+            raise ValueError("tolerationSeconds applies only to effect NoExecute")
+        return seconds
+
 
 class Placement(SpecModel):
     """Where a component's pods may run."""
 
-    node_selector: KubeStringMap = Field(default_factory=dict)
+    node_selector: LabelMap = Field(default_factory=dict)
     """Node labels the pods' node must have (the PodSpec's nodeSelector); values are strings,
     and a boolean or number is taken as its text. Empty: any node."""
     tolerations: list[Toleration] = Field(default_factory=list)
@@ -128,7 +157,7 @@ class Volume(SpecModel):
 
     size: Quantity
     """The storage the claim requests, a Kubernetes quantity ('20Gi')."""
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     """The claim's storageClassName; unset: the Kubernetes cluster's default storage class."""
 
 
@@ -237,7 +266,7 @@ class LoginService(SpecModel):
     node_port: int | None = Field(default=None, ge=30000, le=32767)
     """A fixed node port (30000-32767) for `NodePort` or `LoadBalancer`; unset: Kubernetes
     picks one. Not valid with `ClusterIP`."""
-    annotations: KubeStringMap = Field(default_factory=dict)
+    annotations: AnnotationMap = Field(default_factory=dict)
     """Annotations of the login Service (e.g. a cloud provider's load balancer settings), added
     to the cluster's `annotations`; values are strings."""
     load_balancer_source_ranges: list[Cidr] = Field(default_factory=list)
@@ -446,7 +475,7 @@ class PvcSubmount(SpecModel):
     size: Quantity | None = None
     """Size of a new ReadWriteOnce claim for each node of the pool, a Kubernetes quantity.
     Only in a pool's submounts: the jail's need `existingClaim`."""
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     """storageClassName of the per-node claims (`size`); unset: the Kubernetes cluster's
     default class. Unused with `existingClaim`."""
     read_only: bool = False
@@ -620,7 +649,7 @@ class Jail(SpecModel):
     existing_claim: DnsLabel | None = None
     """An existing ReadWriteMany claim in the cluster's namespace to use as the jail; then no
     claim is created and `storageClass` and `size` are unused."""
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     """Storage class of the ReadWriteMany jail claim slurm-stack creates (an NFS or CephFS
     class, a cloud file store); required unless `existingClaim` is set."""
     size: Quantity = "100Gi"
@@ -660,7 +689,7 @@ class SecretKeyRef(SpecModel):
 
     name: DnsLabel
     """The Secret's name."""
-    key: str
+    key: SecretDataKey
     """The key in the Secret whose value is used."""
 
 
@@ -920,10 +949,10 @@ class ClusterSpec(SpecModel):
     `slurm` (Slurm's own auth/slurm with a generated slurm.key)."""
     images: Images = Field(default_factory=Images)
     """Container images: registry, tag, pull settings and per-component references."""
-    labels: KubeStringMap = Field(default_factory=dict)
+    labels: LabelMap = Field(default_factory=dict)
     """Labels added to every object and pod; slurm-stack's own labels win on a clash. Values
     are strings."""
-    annotations: KubeStringMap = Field(default_factory=dict)
+    annotations: AnnotationMap = Field(default_factory=dict)
     """Annotations added to every object (not to pods); values are strings."""
     controller: Controller = Field(default_factory=Controller)
     """slurmctld: resources, state volume, scheduling and extra slurm.conf lines."""
