@@ -101,16 +101,15 @@ def _sandbox(args: argparse.Namespace) -> int:
     from slurm_stack.sandbox.apply import SandboxError
     from slurm_stack.sandbox.podman import PodmanError
     from slurm_stack.sandbox.session import Sandbox, exec_interactive
-    from slurm_stack.stackfile import project_name, stack_file
 
-    path = args.config or stack_file(args.stack, args.project_dir)
-    if not path.exists():
-        print(f"error: stack file {path} does not exist", file=sys.stderr)
+    loaded = _load_stack_file(args)
+    if loaded is None:
         return 2
+    path, project = loaded
     if os.geteuid() != 0:
         print("error: the sandbox runs podman as root; run it as root", file=sys.stderr)
         return 2
-    sandbox = Sandbox(path, project_name(args.project_dir))
+    sandbox = Sandbox(path, project)
     remote = [a for a in getattr(args, "remote", []) if a != "--"]
     try:
         if args.action == "up":
@@ -162,16 +161,61 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(args: argparse.Namespace) -> int:
-    from slurm_stack.offline.render import RenderError, render_stack
-    from slurm_stack.stackfile import project_name, stack_file
+def _load_stack_file(args: argparse.Namespace) -> tuple[Path, str] | None:
+    """The stack file of ``args`` and its project, once the file is known to be usable; None
+    (the problems printed, every one of them) for a missing or broken one."""
+    from slurm_stack.stackfile import StackFileError, load_stack_config, project_name, stack_file
 
-    project = project_name(args.project_dir)
     path = args.config or stack_file(args.stack, args.project_dir)
-    if not path.exists():
-        print(f"error: stack file {path} does not exist", file=sys.stderr)
+    try:
+        project = project_name(args.project_dir)
+        if not path.exists():
+            print(f"error: stack file {path} does not exist", file=sys.stderr)
+            return None
+        load_stack_config(path, project)
+    except StackFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None
+    return path, project
+
+
+# What `pip install '.[render]'` adds (pyproject.toml), by import name, with what they pull in.
+RENDER_EXTRA_MODULES = frozenset(
+    {"kubernetes_validate", "cryptography", "jsonschema", "referencing"}
+)
+
+
+def _missing_module(error: ModuleNotFoundError) -> int:
+    """Say which install a missing module needs (a missing module of ours is a bug: raise)."""
+    name = (error.name or "?").split(".")[0]
+    if name == "slurm_stack":
+        raise error
+    if name in RENDER_EXTRA_MODULES:
+        print(
+            f"error: render needs the optional 'render' extra (kubernetes-validate, "
+            f"cryptography), which is not installed (no module {name!r}): "
+            "pip install '.[render]'",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"error: render needs {name!r}, which is not installed: pip install '.[render]'",
+            file=sys.stderr,
+        )
+    return 2
+
+
+def _render(args: argparse.Namespace) -> int:
+    # The stack file first: a broken one is refused before anything is imported or written.
+    loaded = _load_stack_file(args)
+    if loaded is None:
         return 2
+    path, project = loaded
     versions = args.k8s_versions.split(",") if args.k8s_versions else None
+    try:
+        from slurm_stack.offline.render import RenderError, render_stack
+    except ModuleNotFoundError as error:
+        return _missing_module(error)
     try:
         result = render_stack(
             path, args.out, project=project, show_secrets=args.show_secrets, versions=versions
