@@ -58,7 +58,7 @@ def test_sssd_conf_binds_as_the_reader_without_tls_unless_asked() -> None:
     ("directory", "password", "path", "fragment"),
     [
         (DIRECTORY, False, "directory.bindDn", "pulumi config set --secret ldapBindPassword"),
-        ({**DIRECTORY, "bindDn": None}, True, "directory", "ldapBindPassword is set but"),
+        ({**DIRECTORY, "bindDn": None}, True, "directory.bindDn", "ldapBindPassword is set but"),
         ({**DIRECTORY, "uri": "ldap.example.org"}, True, "directory.uri", "pattern"),
         ({**DIRECTORY, "caCertificate": "not a cert"}, True, "directory.caCertificate", ""),
         ({**DIRECTORY, "loginGroups": ["ML Team"]}, True, "directory.loginGroups[0]", ""),

@@ -788,19 +788,19 @@ INVALID = [
     ),
     bad(
         {"workerPools[1].gpuType": "mi300x"},
-        "healthChecks.nccl.thresholdsGbps",
+        "healthChecks.nccl.thresholdsGbps.mi300x",
         "no bus-bandwidth threshold for gpuType 'mi300x' (workerPools[1]); known: a100, b200,",
         id="gpu-type-without-threshold",
     ),
     bad(
         {"healthChecks.nccl.thresholdsGbps": {"a100": 150}},
-        "healthChecks.nccl.thresholdsGbps",
+        "healthChecks.nccl.thresholdsGbps.h100",
         "no bus-bandwidth threshold for gpuType 'h100' (workerPools[1]); known: a100",
         id="custom-thresholds-miss-gpu-type",
     ),
     bad(
         {"accounting": {"mode": "external", "external": {"host": "db.example.com"}}},
-        "accounting.external",
+        "accounting.external.passwordSecret",
         "an external database needs a password: `pulumi config set --secret "
         "accountingDbPassword <password>` or external.passwordSecret",
         id="external-accounting-without-password",
@@ -838,7 +838,7 @@ INVALID = [
     ),
     bad(
         {"workerPools[0].gpuType": "h100"},
-        "workerPools[0]",
+        "workerPools[0].gpus",
         "gpuType 'h100' is set but gpus is 0: set gpus to 1-16",
         id="gpu-type-without-gpus",
     ),
@@ -1041,13 +1041,13 @@ INVALID = [
     ),
     bad(
         {"login.service": {"type": "ClusterIP", "nodePort": 30022}},
-        "login.service",
+        "login.service.nodePort",
         "nodePort is only valid with type NodePort or LoadBalancer",
         id="node-port-with-cluster-ip",
     ),
     bad(
         {"login.service": {"type": "NodePort", "loadBalancerSourceRanges": ["10.0.0.0/8"]}},
-        "login.service",
+        "login.service.loadBalancerSourceRanges",
         "loadBalancerSourceRanges is only valid with type LoadBalancer",
         id="source-ranges-with-node-port",
     ),
@@ -1235,7 +1235,7 @@ INVALID = [
     ),
     bad(
         {"healthChecks.nccl.minBytes": "16G", "healthChecks.nccl.maxBytes": "8G"},
-        "healthChecks.nccl",
+        "healthChecks.nccl.minBytes",
         "minBytes '16G' is larger than maxBytes '8G'",
         id="nccl-sizes-out-of-order",
     ),
@@ -1300,14 +1300,14 @@ INVALID = [
     ),
     bad(
         {"workerPools[0].submounts": [_pvc(existingClaim="data", size="1Ti")]},
-        "workerPools[0].submounts[0]",
+        "workerPools[0].submounts[0].size",
         "give exactly one of existingClaim (use a claim that exists) or size "
         "(a new claim per node)",
         id="pvc-submount-with-claim-and-size",
     ),
     bad(
         {"workerPools[0].submounts": [_pvc()]},
-        "workerPools[0].submounts[0]",
+        "workerPools[0].submounts[0].existingClaim",
         "give exactly one of existingClaim",
         id="pvc-submount-without-claim-or-size",
     ),
@@ -1338,14 +1338,14 @@ INVALID = [
     ),
     bad(
         {"jail": {"size": "1Ti"}},
-        "jail",
+        "jail.storageClass",
         "the jail needs a ReadWriteMany volume: set storageClass (an RWX class such as an NFS "
         "or CephFS one) or existingClaim",
         id="jail-without-storage-class-or-claim",
     ),
     bad(
         {"jail.submounts": [_pvc("home", "/home", size="1Ti")]},
-        "jail",
+        "jail.submounts[0].size",
         "jail submount 'home' is shared by login and workers, so it needs existingClaim, "
         "not a per-node size",
         id="jail-pvc-submount-without-claim",
@@ -1357,7 +1357,7 @@ INVALID = [
                 "external": {"passwordSecret": {"name": "db", "key": "password"}},
             }
         },
-        "accounting",
+        "accounting.external.host",
         "mode 'external' needs external.host (the database server's name)",
         id="external-accounting-without-host",
     ),
@@ -1422,7 +1422,7 @@ INVALID = [
     ),
     bad(
         {"workerPools[0].drain": {"policy": "wait", "waitSeconds": 60}},
-        "workerPools[0].drain",
+        "workerPools[0].drain.waitSeconds",
         "waitSeconds is a deadline and policy 'wait' has none",
         id="wait-policy-with-deadline",
     ),

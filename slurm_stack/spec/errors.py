@@ -19,6 +19,15 @@ class SpecIssue:
         return f"{where}: {self.message}"
 
 
+class KeyProblem(ValueError):
+    """Raised by a model's validator about one of its keys (or a key below it): the error
+    then names that key, the one to change, not the model's."""
+
+    def __init__(self, message: str, *key: str | int):
+        super().__init__(message)
+        self.key = key
+
+
 class SpecError(ValueError):
     """Raised with every issue found in one pass over the stack config."""
 

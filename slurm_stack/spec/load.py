@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from slurm_stack.spec.errors import CONFIG_KEY, SpecError, SpecIssue, join_path
+from slurm_stack.spec.errors import CONFIG_KEY, KeyProblem, SpecError, SpecIssue, join_path
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.rules import RuleContext, cross_field_issues
 from slurm_stack.spec.text import text_issues
@@ -51,6 +51,9 @@ def _issue_from(error: Any) -> SpecIssue:
     loc = tuple(error["loc"])
     path_parts = _strip_union_tags(loc)
     message = str(error["msg"]).removeprefix("Value error, ")
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, KeyProblem):
+        path_parts = [*path_parts, *cause.key]
     if error["type"] == "extra_forbidden":
         model = _model_at(loc[:-1])
         renamed = getattr(model, "renamed_keys", {}).get(loc[-1])

@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from slurm_stack.spec.errors import KeyProblem
 from slurm_stack.spec.fields import (
     AbsolutePath,
     Cidr,
@@ -276,9 +277,14 @@ class LoginService(SpecModel):
     @model_validator(mode="after")
     def _type_specific_fields(self) -> "LoginService":
         if self.node_port is not None and self.type == "ClusterIP":
-            raise ValueError("nodePort is only valid with type NodePort or LoadBalancer")
+            raise KeyProblem(
+                "nodePort is only valid with type NodePort or LoadBalancer", "nodePort"
+            )
         if self.load_balancer_source_ranges and self.type != "LoadBalancer":
-            raise ValueError("loadBalancerSourceRanges is only valid with type LoadBalancer")
+            raise KeyProblem(
+                "loadBalancerSourceRanges is only valid with type LoadBalancer",
+                "loadBalancerSourceRanges",
+            )
         return self
 
 
@@ -484,9 +490,10 @@ class PvcSubmount(SpecModel):
     @model_validator(mode="after")
     def _claim_or_template(self) -> "PvcSubmount":
         if (self.existing_claim is None) == (self.size is None):
-            raise ValueError(
+            raise KeyProblem(
                 "give exactly one of existingClaim (use a claim that exists) or size "
-                "(a new claim per node)"
+                "(a new claim per node)",
+                "size" if self.size is not None else "existingClaim",
             )
         return self
 
@@ -532,9 +539,10 @@ class PoolDrain(SpecModel):
     @model_validator(mode="after")
     def _no_deadline_with_wait(self) -> "PoolDrain":
         if self.policy == "wait" and self.wait_seconds is not None:
-            raise ValueError(
+            raise KeyProblem(
                 "waitSeconds is a deadline and policy 'wait' has none: drop waitSeconds, or "
-                "use policy 'requeue' or 'cancel'"
+                "use policy 'requeue' or 'cancel'",
+                "waitSeconds",
             )
         return self
 
@@ -597,7 +605,9 @@ class WorkerPool(SpecModel):
     @model_validator(mode="after")
     def _gpu_type_needs_gpus(self) -> "WorkerPool":
         if self.gpu_type is not None and self.gpus == 0:
-            raise ValueError(f"gpuType {self.gpu_type!r} is set but gpus is 0: set gpus to 1-16")
+            raise KeyProblem(
+                f"gpuType {self.gpu_type!r} is set but gpus is 0: set gpus to 1-16", "gpus"
+            )
         return self
 
 
@@ -671,15 +681,19 @@ class Jail(SpecModel):
     @model_validator(mode="after")
     def _claim_source(self) -> "Jail":
         if self.existing_claim is None and self.storage_class is None:
-            raise ValueError(
+            raise KeyProblem(
                 "the jail needs a ReadWriteMany volume: set storageClass (an RWX class such as "
-                "an NFS or CephFS one) or existingClaim (an RWX claim that exists)"
+                "an NFS or CephFS one) or existingClaim (an RWX claim that exists)",
+                "storageClass",
             )
-        for submount in self.submounts:
+        for i, submount in enumerate(self.submounts):
             if isinstance(submount, PvcSubmount) and submount.existing_claim is None:
-                raise ValueError(
+                raise KeyProblem(
                     f"jail submount {submount.name!r} is shared by login and workers, so it "
-                    "needs existingClaim, not a per-node size"
+                    "needs existingClaim, not a per-node size",
+                    "submounts",
+                    i,
+                    "size",
                 )
         return self
 
@@ -770,7 +784,11 @@ class Accounting(SpecModel):
     @model_validator(mode="after")
     def _external_needs_host(self) -> "Accounting":
         if self.enabled and self.mode == "external" and not self.external.host:
-            raise ValueError("mode 'external' needs external.host (the database server's name)")
+            raise KeyProblem(
+                "mode 'external' needs external.host (the database server's name)",
+                "external",
+                "host",
+            )
         return self
 
 
@@ -816,9 +834,10 @@ class NcclBenchmark(SpecModel):
     @model_validator(mode="after")
     def _sizes_in_order(self) -> "NcclBenchmark":
         if message_size_bytes(self.min_bytes) > message_size_bytes(self.max_bytes):
-            raise ValueError(
+            raise KeyProblem(
                 f"minBytes {self.min_bytes!r} is larger than maxBytes {self.max_bytes!r}: "
-                "all_reduce_perf sweeps from minBytes up to maxBytes"
+                "all_reduce_perf sweeps from minBytes up to maxBytes",
+                "minBytes",
             )
         return self
 

@@ -398,7 +398,7 @@ def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             )
         elif gpu_type not in thresholds:
             yield SpecIssue(
-                "healthChecks.nccl.thresholdsGbps",
+                join_path("healthChecks", "nccl", "thresholdsGbps", str(gpu_type)),
                 f"no bus-bandwidth threshold for gpuType {gpu_type!r} "
                 f"(workerPools[{i}]); known: {', '.join(sorted(map(str, thresholds))) or '(none)'}",
             )
@@ -413,7 +413,7 @@ def external_db_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
         ctx.db_password_provided
     ):
         yield SpecIssue(
-            "accounting.external",
+            "accounting.external.passwordSecret",
             "an external database needs a password: `pulumi config set --secret "
             f"{DB_PASSWORD_CONFIG_KEY.split(':')[1]} <password>` or external.passwordSecret "
             "(an existing Secret's name and key)",
@@ -486,7 +486,7 @@ def directory_bind_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
         )
     if _get(directory, "bindDn") is None and ctx.ldap_password_provided:
         yield SpecIssue(
-            "directory",
+            "directory.bindDn",
             f"{key} is set but directory.bindDn is not: set the DN to bind as, or remove "
             f"the password to bind anonymously",
         )
