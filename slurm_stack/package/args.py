@@ -705,10 +705,7 @@ class NcclBenchmark(TypedDict, total=False):
     """The periodic all_reduce_perf run that drains slow GPU nodes."""
 
     enabled: NotRequired[bool]
-    (
-        "Run the benchmark CronJob; unset: only when a pool has GPUs. `true` needs a pool with "
-        "GPUs."
-    )
+    ("Run the benchmark CronJob; unset: only when a pool has GPUs. `true` needs a pool with GPUs.")
     schedule: NotRequired[str]
     (
         "When the CronJob runs, a five-field cron schedule (the default: 03:00 every day). "

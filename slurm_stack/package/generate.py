@@ -232,6 +232,8 @@ def _docstring(text: str, indent: str) -> list[str]:
     single = f'{indent}"""{escaped}"""'
     if len(single) <= WIDTH:
         return [single]
+    if len(f'{indent}("{escaped}")') <= WIDTH:  # as ruff format writes one that fits
+        return [f'{indent}("{escaped}")']
     room = WIDTH - len(indent) - 6
     words = escaped.split(" ")
     lines, current = [], ""
