@@ -2,19 +2,344 @@
 
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-from slurm_stack.sandbox.apply import Applier, ApplyReport, Log, network_name, unmount_below
+from slurm_stack.sandbox.apply import (
+    Applier,
+    ApplyReport,
+    Log,
+    SandboxError,
+    network_name,
+    unmount_below,
+)
 from slurm_stack.sandbox.images import ROOT, ensure_images
 from slurm_stack.sandbox.plan import FAKE_DRIVER_LIBRARY_NAME, Plan, plan
 from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
-from slurm_stack.sandbox.stack import SANDBOX_USER, render_for_sandbox
-from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxState
+from slurm_stack.sandbox.stack import SANDBOX_USER, cluster_name, render_for_sandbox
+from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxRecord, SandboxState, load_records
 from slurm_stack.spec.models import IMAGE_REVISION, ClusterSpec
+from slurm_stack.stackfile import project_name
+
+ROLE_LABEL = f"{SANDBOX_LABEL}.role"  # each container's role in its pod: init, sidecar, main
+
+
+# -- the commands a person types ------------------------------------------------------------
+
+
+def source_args(stack_file: Path, project: str, cwd: Path) -> list[str]:
+    """The `--stack`/`--config` (and `--project-dir` where needed) arguments that select
+    ``stack_file`` from ``cwd``: `--stack <name>` for a `Pulumi.<name>.yaml` in ``cwd`` given as
+    an absolute path (what `--stack` makes of its argument), else `--config` with the path as
+    given (a relative one is relative to ``cwd``, as it was for the command that gave it)."""
+    match = re.fullmatch(r"Pulumi\.(.+)\.yaml", stack_file.name)
+    stack = match.group(1) if match else None
+    in_cwd = stack_file.is_absolute() and stack_file.parent.resolve() == cwd.resolve()
+    args = ["--stack", stack] if stack and in_cwd else ["--config", str(stack_file)]
+    if project != _project_of(cwd) and _project_of(stack_file.parent) == project:
+        # The config namespace is the `name` in Pulumi.yaml beside the stack file.
+        directory = str(stack_file.parent)
+        args = (
+            ["--stack", stack, "--project-dir", directory]
+            if stack
+            else [*args, "--project-dir", directory]
+        )
+    return args
+
+
+def _project_of(directory: Path) -> str | None:
+    """The project `--project-dir directory` gives (None where its Pulumi.yaml is broken)."""
+    try:
+        return project_name(directory)
+    except (OSError, ValueError):
+        return None
+
+
+def python_command(executable: str, cwd: Path) -> str:
+    """How to run ``executable`` (this interpreter) from ``cwd``: relative when it is below
+    ``cwd`` (`.venv/bin/python` after scripts/setup.sh), else its absolute path (a bare
+    `python` may not be on PATH, or be another one)."""
+    path = Path(executable)
+    if path.is_absolute() and path.is_relative_to(cwd):
+        relative = str(path.relative_to(cwd))
+        return relative if "/" in relative else f"./{relative}"
+    return str(path)
+
+
+def cli_command(
+    action: str,
+    stack_file: Path,
+    project: str = "slurm-stack",
+    *,
+    cwd: Path | None = None,
+    executable: str | None = None,
+    sudo: bool | None = None,
+) -> str:
+    """The command line of `sandbox <action>` for ``stack_file``, as this process was run:
+    the same interpreter, `sudo` in front when this runs under sudo (the sandbox needs root)."""
+    cwd = cwd or Path.cwd()
+    words = [action, *source_args(stack_file, project, cwd)]
+    return f"{program(cwd=cwd, executable=executable, sudo=sudo)} {shlex.join(words)}"
+
+
+def program(
+    *, cwd: Path | None = None, executable: str | None = None, sudo: bool | None = None
+) -> str:
+    """`<this interpreter> -m slurm_stack sandbox`, after `sudo` when this runs under sudo
+    (the sandbox needs root)."""
+    cwd = cwd or Path.cwd()
+    sudo = bool(os.environ.get("SUDO_USER")) if sudo is None else sudo
+    python = python_command(executable or sys.executable or "python3", cwd)
+    return ("sudo " if sudo else "") + shlex.join([python, "-m", "slurm_stack", "sandbox"])
+
+
+# -- one cluster name, one stack file ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Collision:
+    """A running sandbox that a command from another stack file would act on.
+
+    kind "cluster": it runs the same cluster (`name`) with another state directory (another
+    stack name): its pods and network carry the names this one would use. "state": it uses
+    the same state directory (the same stack name) for another cluster: volumes, hosts file
+    and addresses would be shared. "stack-file": the same cluster and state directory, started
+    from another stack file (a copy elsewhere). "unrecorded": a cluster of that name runs, but
+    no sandbox recorded starting it (one started before the sandbox kept records).
+    """
+
+    kind: Literal["cluster", "state", "stack-file", "unrecorded"]
+    running: SandboxRecord | None
+
+
+def find_collision(
+    ours: SandboxRecord,
+    records: Sequence[SandboxRecord],
+    running: Mapping[str, Collection[str]],
+    known_pods: Collection[str] = (),
+    *,
+    stopping: bool = False,
+) -> Collision | None:
+    """Whether a command for ``ours`` would act on another running sandbox (`Collision`).
+
+    ``records``: what every sandbox recorded (`load_records`); ``running``: the pods podman
+    runs, by cluster name, for the clusters that matter (``ours.cluster`` and those of records
+    sharing its name or state directory); ``known_pods``: pods this state directory handed
+    addresses to (an unrecorded cluster whose pods it knows is taken to be its own).
+    ``stopping``: the command stops the sandbox (`down`), which a copy of the same stack file
+    may do (the real-cluster tests write theirs afresh each run, then clean up).
+    """
+    for record in records:
+        if not running.get(record.cluster):
+            continue
+        same_state, same_cluster = record.state == ours.state, record.cluster == ours.cluster
+        if same_cluster and not same_state:
+            return Collision("cluster", record)
+        if same_state and not same_cluster:
+            return Collision("state", record)
+        if same_state and record.stack_file != ours.stack_file and not stopping:
+            return Collision("stack-file", record)
+    pods = set(running.get(ours.cluster) or ())
+    recorded = any(record.cluster == ours.cluster for record in records)
+    if pods and not recorded and not pods & set(known_pods):
+        return Collision("unrecorded", None)
+    return None
+
+
+def stop_command(other: SandboxRecord, cli_base: Path | None = None) -> str:
+    """How to stop sandbox ``other``: `sandbox down` where the CLI keeps it (state under
+    ``cli_base``, `DEFAULT_ROOT`), else removing its pods (the real-cluster tests and the
+    benchmarks keep their state elsewhere and remove their sandboxes when done)."""
+    if other.state.parent == (cli_base or DEFAULT_ROOT):
+        return cli_command("down", Path(other.stack_file), other.project)
+    label = shlex.quote(f"label={SANDBOX_LABEL}={other.cluster}")
+    return (
+        f"podman pod rm --force $(podman pod ps --quiet --filter {label})  "
+        f"(started by code keeping its state under {other.state.parent}, not by this CLI)"
+    )
+
+
+def collision_message(
+    collision: Collision, ours: SandboxRecord, action: str | None, cli_base: Path | None = None
+) -> str:
+    """Why ``action`` from ``ours``'s stack file is refused (None: rendering it into the state
+    directory), and what to do instead."""
+    command = f"`sandbox {action}` from {ours.stack_file}" if action else f"{ours.stack_file}"
+    other = collision.running
+    if other is None:
+        return (
+            f"cluster {ours.cluster!r} is already running in a sandbox started from another "
+            f"stack file (before sandboxes recorded theirs); refusing {command}, which would "
+            "act on its pods.\n"
+            f"  stop that sandbox:  {program()} down, with the --stack or --config it was "
+            "started with\n"
+            f"  or give the cluster another `name` in {ours.stack_file}"
+        )
+    stop = stop_command(other, cli_base)
+    where = f"the sandbox started from {other.stack_file} (state {other.state})"
+    if collision.kind == "state" and other.stack_file == ours.stack_file:
+        return (
+            f"cluster {other.cluster!r} still runs from {ours.stack_file}, which now names the "
+            f"cluster {ours.cluster!r}; refusing {command}: both would share the state "
+            f"{ours.state}.\n"
+            f"  to rename a running cluster: set its `name` back to {other.cluster!r}, run "
+            f"`{stop}`, then set the new name and run `up` again"
+        )
+    if collision.kind == "state":
+        return (
+            f"the sandbox state {ours.state} (one per stack name) belongs to cluster "
+            f"{other.cluster!r}, running in {where}; refusing {command}: both would share its "
+            "volumes, addresses and hosts file.\n"
+            f"  stop that sandbox:  {stop}\n"
+            f"  or give {ours.stack_file} another file name: the stack name "
+            "(Pulumi.<stack>.yaml) picks the state directory"
+        )
+    if collision.kind == "stack-file":
+        return (
+            f"cluster {ours.cluster!r} is already running in {where}; refusing {command}, "
+            "which would replace its pods with this file's.\n"
+            f"  stop that sandbox:  {stop}\n"
+            "  or give the cluster another `name` and the stack file another file name (the "
+            "stack name picks the state directory)"
+        )
+    return (
+        f"cluster {ours.cluster!r} is already running in {where}; refusing {command}, which "
+        "would act on its pods.\n"
+        f"  stop that sandbox:  {stop}\n"
+        f"  or give the cluster another `name` in {ours.stack_file}"
+    )
+
+
+# -- pods as Kubernetes shows them ------------------------------------------------------------
+
+NOT_STARTED = frozenset({"", "created", "configured", "initialized"})  # podman's states
+FINISHED = frozenset({"exited", "stopped"})
+ENDING = frozenset({"stopping", "removing"})
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """One container of a pod: its role in the plan (init, sidecar, main), podman's `State`
+    ("" for a planned container podman has not created) and exit code."""
+
+    name: str
+    role: str
+    state: str = ""
+    exit_code: int = 0
+
+
+def kube_status(containers: Sequence[ContainerState]) -> tuple[str, str]:
+    """A pod's READY and STATUS as `kubectl get pods` shows them, from its containers in the
+    pod spec's order (init containers and sidecars first, as the plan has them).
+
+    READY counts sidecars and main containers, not init containers, as kubectl does; one is
+    ready while it runs (the sandbox waits for readiness probes when it starts a pod; podman
+    does not run them afterwards). STATUS, following kubectl's printPod:
+    - while no main container exists (podman creates them once the init containers are done):
+      `Init:Error` when an init container or sidecar exited non-zero, else `Init:<done>/<init
+      containers and sidecars>` for the one running or waiting, `Pending` when all are done;
+    - then `Error` when a main container exited non-zero, `Completed` when all exited 0 (a
+      finished Job pod), `Pending` when one has not started, `NotReady` when some exited 0
+      while others run, `Terminating` while podman stops one, else `Running`.
+    """
+    counted = [c for c in containers if c.role != "init"]
+    ready = f"{sum(c.state == 'running' for c in counted)}/{len(counted)}"
+    mains = [c for c in containers if c.role == "main"]
+    if not any(c.state for c in mains):
+        initial = [c for c in containers if c.role != "main"]
+        for done, container in enumerate(initial):
+            if container.state in FINISHED and container.exit_code != 0:
+                return ready, "Init:Error"
+            if container.role == "init" and container.state in FINISHED:
+                continue
+            if container.role == "sidecar" and container.state == "running":
+                continue
+            return ready, f"Init:{done}/{len(initial)}"
+        return ready, "Pending"
+    finished = [c for c in mains if c.state in FINISHED]
+    if any(c.exit_code != 0 for c in finished):
+        return ready, "Error"
+    if len(finished) == len(mains):
+        return ready, "Completed"
+    if any(c.state in NOT_STARTED for c in mains):
+        return ready, "Pending"
+    if finished:
+        return ready, "NotReady"
+    if any(c.state in ENDING for c in mains):
+        return ready, "Terminating"
+    return ready, "Running"
+
+
+def pod_containers(
+    pod: str, listed: Sequence[Mapping[str, object]], planned: Sequence[tuple[str, str]] = ()
+) -> list[ContainerState]:
+    """The containers of pod ``pod`` from `podman ps --all --format json` entries
+    (``listed``), in the order of ``planned`` (its containers' names and roles in the plan).
+    Planned containers podman does not have count only while the pod is initialising (podman
+    creates the main containers once the init containers are done); a pod that runs other
+    containers than planned (a change not applied yet) shows what it runs."""
+    prefix = f"{pod}--"
+    order = {f"{prefix}{name}": index for index, (name, _) in enumerate(planned)}
+    roles = {f"{prefix}{name}": role for name, role in planned}
+    found: dict[str, tuple[ContainerState, int]] = {}
+    for entry in listed:
+        names = entry.get("Names")
+        names = [names] if isinstance(names, str) else names if isinstance(names, list) else []
+        name = next((str(n) for n in names if str(n).startswith(prefix)), None)
+        if name is None:
+            continue
+        labels = entry.get("Labels")
+        labelled = labels.get(ROLE_LABEL) if isinstance(labels, dict) else None
+        role = str(labelled or roles.get(name, "main"))
+        state = str(entry.get("State") or "").lower()
+        found[name] = (
+            ContainerState(name, role, state, _integer(entry.get("ExitCode"))),
+            _integer(entry.get("Created")),
+        )
+    if not any(container.role == "main" for container, _ in found.values()):
+        for name, role in roles.items():
+            found.setdefault(name, (ContainerState(name, role), 0))
+    ranked = sorted(found.values(), key=lambda item: (order.get(item[0].name, len(order)), item[1]))
+    return [container for container, _ in ranked]
+
+
+def _integer(value: object) -> int:
+    """A number from podman's JSON (0 where there is none)."""
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else 0
+
+
+def pod_rows(
+    pods: Sequence[Mapping[str, object]],
+    containers: Sequence[Mapping[str, object]],
+    planned: Mapping[str, Sequence[tuple[str, str]]],
+) -> list[tuple[str, str, str]]:
+    """NAME, READY, STATUS of each pod (`podman pod ps --format json` entries), by name."""
+    rows = []
+    for name in sorted(str(pod["Name"]) for pod in pods):
+        ready, status = kube_status(pod_containers(name, containers, planned.get(name, ())))
+        rows.append((name, ready, status))
+    return rows
+
+
+def format_table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    """Columns as kubectl prints them: left-aligned, three spaces apart."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    )
+
+
+# -- a sandbox ---------------------------------------------------------------------------------
 
 
 def subnet_for(sandbox: str) -> str:
@@ -44,7 +369,9 @@ class Sandbox:
     # -- building the plan --------------------------------------------------------------------
 
     def render(self) -> Plan:
-        """Render the stack and plan its pods (addresses kept from earlier applies)."""
+        """Render the stack and plan its pods (addresses kept from earlier applies); refused
+        while the state directory is another running cluster's (rendering writes there)."""
+        self._refuse_shared_state()
         self.state.root.mkdir(parents=True, exist_ok=True)
         stack = render_for_sandbox(self.stack_file, self.project, self.state)
         self._spec = stack.spec
@@ -72,21 +399,87 @@ class Sandbox:
     def applier(self) -> Applier:
         return Applier(self.name, self.state, self.podman, self.log)
 
+    # -- which stack file runs ----------------------------------------------------------------
+
+    def record(self) -> SandboxRecord | None:
+        """What this stack file would run (read without rendering); None if its cluster has
+        no `name` (rendering then says so)."""
+        cluster = cluster_name(self.stack_file, self.project)
+        if cluster is None:
+            return None
+        return SandboxRecord(self.state.root, str(self.stack_file.resolve()), cluster, self.project)
+
+    def collision(self, *, stopping: bool = False) -> Collision | None:
+        """A running sandbox from another stack file this one would act on (`find_collision`)."""
+        ours = self.record()
+        if ours is None:
+            return None
+        # The real-cluster tests and the benchmarks keep their sandboxes beside the CLI's.
+        parent = self.state_base.parent
+        beside = sorted(b for b in parent.iterdir() if b.is_dir()) if parent.is_dir() else []
+        bases = [self.state_base, *(b for b in beside if b != self.state_base)]
+        records = [record for base in bases for record in load_records(base)]
+        clusters = {ours.cluster} | {
+            r.cluster for r in records if r.state == ours.state or r.cluster == ours.cluster
+        }
+        running = {
+            cluster: [
+                str(pod["Name"])
+                for pod in self.podman.labelled("pod", f"{SANDBOX_LABEL}={cluster}")
+            ]
+            for cluster in sorted(clusters)
+        }
+        try:
+            known = self.state.load_ips()
+        except ValueError:
+            known = {}
+        return find_collision(ours, records, running, known, stopping=stopping)
+
+    def refuse_collision(self, action: str, *, stopping: bool = False) -> None:
+        """Raise SandboxError (saying which stack file runs it and how to stop it) when
+        ``action`` would act on a sandbox another stack file started."""
+        ours = self.record()
+        collision = self.collision(stopping=stopping) if ours is not None else None
+        if ours is not None and collision is not None:
+            raise SandboxError(collision_message(collision, ours, action))
+
+    def _refuse_shared_state(self) -> None:
+        """Rendering writes into the state directory (addresses, Secrets): refuse it while the
+        directory is another running cluster's (the same stack name, another `name`)."""
+        ours, recorded = self.record(), self.state.load_record()
+        if ours is None or recorded is None or recorded.cluster == ours.cluster:
+            return
+        collision = self.collision(stopping=True)
+        if collision is not None and collision.kind == "state":
+            raise SandboxError(collision_message(collision, ours, None))
+
+    def claim(self, action: str) -> None:
+        """Refuse ``action`` (one that starts pods) when it would act on a sandbox another
+        stack file started; else record this stack file as the one this sandbox runs."""
+        self.refuse_collision(action)
+        ours = self.record()
+        if ours is not None:
+            self.state.save_record(self.stack_file, ours.cluster, self.project)
+
     # -- commands -----------------------------------------------------------------------------
 
     def up(self, *, build: bool = True) -> ApplyReport:
         """Set up podman, build images if their inputs changed, render, apply; idempotent."""
         if build:
             subprocess.run(["bash", str(ROOT / "scripts" / "setup-podman.sh")], check=True)
-            if ensure_images(self.spec.slurm_version):
-                self.log("images built")
+        self.claim("up")
+        if build and ensure_images(self.spec.slurm_version):
+            self.log("images built")
         current = self.render()
         self._install_fake_gpu_tools()
         return self.applier().apply(current)
 
     def down(self, *, delete_data: bool = False) -> list[str]:
         """Remove the pods and network; with ``delete_data`` also every volume and key (then
-        pods are killed at once: no preStop drain, as nothing they would save is kept)."""
+        pods are killed at once: no preStop drain, as nothing they would save is kept).
+        Refused when the running cluster of this name, or this state directory, is another
+        stack's (a copy of this stack file may stop its own sandbox)."""
+        self.refuse_collision("down", stopping=True)
         removed = self.applier().down(graceful=not delete_data)
         if delete_data:
             unmount_below(self.state.root, include_itself=False)
@@ -173,6 +566,7 @@ class Sandbox:
     def kill_pod(self, name: str) -> ApplyReport:
         """Kill a long-running pod without its preStop hook or grace, as a crash or a lost
         node would, then let its controller bring it back under the same name (`apply`)."""
+        self.claim("kill-pod")
         self.node_container(name)  # a KeyError naming the pods if there is no such pod
         self.applier().kill_pod(name)
         return self.applier().apply(self.current_plan)
@@ -181,6 +575,7 @@ class Sandbox:
         """Delete a pod as `kubectl delete pod` or an eviction (`kubectl drain`) does: its
         preStop hook and grace period, then its controller brings it back under the same
         name (`apply`)."""
+        self.claim("delete-pod")
         self.node_container(name)  # a KeyError naming the pods if there is no such pod
         applier = self.applier()
         applier.remove_pod(name)
@@ -188,39 +583,51 @@ class Sandbox:
 
     def run_cron_job(self, name: str) -> None:
         """Run one of the stack's CronJobs now."""
+        self.claim("run-cronjob")
         self.applier().run_cron_job(self.current_plan, name)
 
     def status(self) -> str:
-        """Pods and their state, then `sinfo` from the controller."""
-        out = self.podman.run(
-            [
-                "pod",
-                "ps",
-                "--filter",
-                f"label={SANDBOX_LABEL}={self.name}",
-                "--format",
-                "{{.Name}}\t{{.Status}}\t{{.NumberOfContainers}} containers",
-            ],
-            check=False,
-        ).stdout
+        """Pods as `kubectl get pods` shows them (READY, STATUS), then `sinfo` from the
+        controller."""
         lines = [
-            f"sandbox {self.name} (network {network_name(self.name)}, state {self.state.root})"
+            f"sandbox {self.name} (stack file {self.stack_file}, network "
+            f"{network_name(self.name)}, state {self.state.root})"
         ]
-        lines.append(out.rstrip() or "no pods")
-        if out.strip():
-            sinfo = self.exec(self.pod_of("controller"), ["sinfo", "-N", "-l"], timeout=30)
-            lines.append(sinfo.stdout.rstrip() or sinfo.stderr.rstrip())
+        collision = self.collision(stopping=True)
+        if collision is not None and collision.running is not None:
+            other = collision.running
+            lines.append(
+                f"warning: cluster {other.cluster!r} runs from {other.stack_file} "
+                f"(state {other.state}), not from this stack file"
+            )
+        elif collision is not None:
+            lines.append(
+                f"warning: cluster {self.name!r} runs from a stack file this sandbox has no "
+                "record of, not from this one"
+            )
+        pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.name}")
+        if not pods:
+            lines.append("no pods")
+            return "\n".join(lines)
+        containers = self.podman.labelled("container", ROLE_LABEL)
+        planned = {
+            pod.name: [(c.name, c.role) for c in pod.containers] for pod in self.current_plan.pods
+        }
+        rows = pod_rows(pods, containers, planned)
+        lines.append(format_table(rows, ("NAME", "READY", "STATUS")))
+        sinfo = self.exec(self.pod_of("controller"), ["sinfo", "-N", "-l"], timeout=30)
+        lines.append(sinfo.stdout.rstrip() or sinfo.stderr.rstrip())
         return "\n".join(lines)
 
-    def login_hint(self) -> str:
-        """How a person logs in."""
+    def login_hint(self, *, cwd: Path | None = None, sudo: bool | None = None) -> str:
+        """How a person logs in: this CLI's `sandbox ssh` with the stack file as it was given
+        (`--stack` or `--config`), run as this process was, or ssh itself."""
         argv = self.ssh_command()
         batch = argv.index("BatchMode=yes")  # a person may be asked for confirmation
-        command = " ".join(shlex.quote(a) for a in argv[: batch - 1] + argv[batch + 1 :])
-        return (
-            f"log in:  python -m slurm_stack sandbox ssh --stack {self.state.root.name}\n"
-            f"   or:   {command}"
-        )
+        command = shlex.join(argv[: batch - 1] + argv[batch + 1 :])
+        sudo = bool(os.environ.get("SUDO_USER")) if sudo is None else sudo
+        ssh = cli_command("ssh", self.stack_file, self.project, cwd=cwd, sudo=sudo)
+        return f"log in:  {ssh}\n   or:   {'sudo ' if sudo else ''}{command}"
 
 
 def exec_interactive(argv: list[str]) -> None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from slurm_stack.offline import manifests, validate_manifests
 from slurm_stack.offline.engine import run_program
 from slurm_stack.sandbox.state import SandboxState
@@ -49,6 +51,19 @@ class SandboxStack:
 def cluster_key(project: str) -> str:
     """The config key of the cluster definition."""
     return f"{project}:cluster"
+
+
+def cluster_name(stack_file: Path, project: str) -> str | None:
+    """The cluster's `name` as the stack file gives it, read without rendering (so without
+    touching the sandbox's state); None where the file gives none (rendering names the
+    problem)."""
+    try:
+        stack = load_stack_config(stack_file, project)
+        cluster = json.loads(stack.config.get(cluster_key(project), "null"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    name = cluster.get("name") if isinstance(cluster, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def with_sandbox_user(cluster: dict[str, Any], public_key: str) -> dict[str, Any]:

@@ -1,7 +1,10 @@
-"""A sandbox's state directory: volumes, addresses, kept Secrets, its login key, finished Jobs.
+"""A sandbox's state directory: volumes, addresses, kept Secrets, its login key, finished Jobs,
+and the record of what it runs (which stack file, which cluster).
 
-`sandbox down` removes the pods and keeps this directory, as deleting a Kubernetes workload
-keeps its volumes; `down --delete-data` removes it.
+There is one directory per stack name (`Pulumi.<stack>.yaml`); the pods, their network and
+their podman labels are named after the cluster's `name`. `sandbox down` removes the pods and
+keeps this directory, as deleting a Kubernetes workload keeps its volumes; `down --delete-data`
+removes it.
 """
 
 import json
@@ -13,6 +16,18 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 DEFAULT_ROOT = Path("/var/lib/slurm-stack/sandbox")
+RECORD_FILE = "sandbox.json"
+
+
+@dataclass(frozen=True)
+class SandboxRecord:
+    """What a sandbox runs: its state directory, the stack file its pods were started from
+    (an absolute path), the cluster's `name` (which names its pods) and the Pulumi project."""
+
+    state: Path
+    stack_file: str
+    cluster: str
+    project: str = "slurm-stack"
 
 
 @dataclass(frozen=True)
@@ -25,6 +40,30 @@ class SandboxState:
     def for_stack(cls, stack: str, base: Path = DEFAULT_ROOT) -> "SandboxState":
         """The state of the sandbox of stack ``stack``."""
         return cls(base / stack)
+
+    @property
+    def record_file(self) -> Path:
+        """What this sandbox runs (`SandboxRecord`), written by the commands that start pods."""
+        return self.root / RECORD_FILE
+
+    def load_record(self) -> SandboxRecord | None:
+        """The record of what this sandbox runs; None before its first `up` (or from a version
+        that did not write one) or if the file is unreadable."""
+        try:
+            data = json.loads(self.record_file.read_text())
+            return SandboxRecord(
+                self.root, str(data["stackFile"]), str(data["cluster"]), str(data["project"])
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save_record(self, stack_file: Path, cluster: str, project: str) -> SandboxRecord:
+        """Record that this sandbox runs cluster ``cluster`` from ``stack_file``."""
+        record = SandboxRecord(self.root, str(stack_file.resolve()), cluster, project)
+        self.root.mkdir(parents=True, exist_ok=True)
+        document = {"stackFile": record.stack_file, "cluster": cluster, "project": project}
+        self.record_file.write_text(json.dumps(document, indent=2) + "\n")
+        return record
 
     @property
     def secrets_file(self) -> Path:
@@ -93,3 +132,11 @@ class SandboxState:
             )
             self.ssh_key.with_suffix(".pub").write_bytes(public + b" sandbox\n")
         return self.ssh_key.with_suffix(".pub").read_text().strip()
+
+
+def load_records(base: Path = DEFAULT_ROOT) -> list[SandboxRecord]:
+    """The records of every sandbox whose state is under ``base``, by state directory."""
+    if not base.is_dir():
+        return []
+    found = (SandboxState(root).load_record() for root in sorted(base.iterdir()))
+    return [record for record in found if record is not None]
