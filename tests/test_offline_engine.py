@@ -15,6 +15,7 @@ from pulumi_tls import PrivateKey
 from slurm_stack.offline import (
     LOAD_BALANCER_IP,
     REDACTED,
+    REDACTED_DATA,
     UNKNOWN,
     OfflineEngineError,
     ProgramRun,
@@ -236,8 +237,11 @@ def test_yaml_dump_and_redaction(run: ProgramRun) -> None:
     assert "&id" not in text and "*id" not in text
     assert "PRIVATE KEY" not in text
     assert list(yaml.safe_load_all(text)) == docs
-    assert docs[0]["data"] == {"munge.key": REDACTED}
+    assert docs[0]["data"] == {"munge.key": REDACTED_DATA}
     assert docs[0]["stringData"] == {"ssh_host_ed25519_key": REDACTED}
+    # Still valid Kubernetes: `data` values are base64, as the API server decodes them.
+    assert base64.b64decode(docs[0]["data"]["munge.key"], validate=True) == b"redacted"
+    assert "---\n# Secret values redacted: render with --show-secrets" in text
     # The unredacted original is untouched.
     assert "PRIVATE KEY" in manifests(run.resources)[0]["stringData"]["ssh_host_ed25519_key"]
 

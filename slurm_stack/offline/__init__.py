@@ -13,6 +13,7 @@ from slurm_stack.offline.engine import (
 from slurm_stack.offline.manifests import (
     KIND_ORDER,
     REDACTED,
+    REDACTED_DATA,
     dump_yaml,
     is_manifest,
     manifest_sort_key,
@@ -32,6 +33,7 @@ __all__ = [
     "KIND_ORDER",
     "LOAD_BALANCER_IP",
     "REDACTED",
+    "REDACTED_DATA",
     "UNKNOWN",
     "OfflineEngineError",
     "ProgramRun",

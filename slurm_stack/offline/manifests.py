@@ -1,5 +1,6 @@
 """Kubernetes manifests from the resources a program registered, in a stable order and form."""
 
+import base64
 import copy
 from collections.abc import Iterable
 from typing import Any
@@ -9,7 +10,11 @@ import yaml
 from slurm_stack.offline.engine import RecordedResource
 from slurm_stack.offline.mocks import kubernetes_kind
 
-REDACTED = "<redacted>"
+REDACTED = "redacted"
+"""What a redacted stringData value reads; under `data`, its base64 (REDACTED_DATA), so that
+the manifests stay valid Kubernetes (`kubectl apply --dry-run=server` decodes `data`)."""
+REDACTED_DATA = base64.b64encode(REDACTED.encode()).decode()
+REDACTED_NOTE = "# Secret values redacted: render with --show-secrets to write them\n"
 
 # Documents sort by this kind order, then by kind name, namespace and name.
 KIND_ORDER = (
@@ -89,10 +94,18 @@ def redact_secrets(manifest: Manifest) -> Manifest:
     """A copy of `manifest` with every value under a Secret's data/stringData redacted."""
     redacted = copy.deepcopy(manifest)
     if redacted.get("kind") == "Secret":
-        for key in ("data", "stringData"):
+        for key, placeholder in (("data", REDACTED_DATA), ("stringData", REDACTED)):
             if isinstance(redacted.get(key), dict):
-                redacted[key] = dict.fromkeys(redacted[key], REDACTED)
+                redacted[key] = dict.fromkeys(redacted[key], placeholder)
     return redacted
+
+
+def _is_redacted(document: Manifest) -> bool:
+    values = [
+        *(document.get("data") or {}).values(),
+        *(document.get("stringData") or {}).values(),
+    ]
+    return document.get("kind") == "Secret" and set(values) <= {REDACTED, REDACTED_DATA}
 
 
 class _Dumper(yaml.SafeDumper):
@@ -113,5 +126,8 @@ _Dumper.add_representer(str, _represent_str)
 def dump_yaml(documents: Iterable[Manifest]) -> str:
     """Documents as multi-document YAML, each starting with `---`, keys in their given order."""
     return "".join(
-        "---\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=4096) for doc in documents
+        "---\n"
+        + (REDACTED_NOTE if _is_redacted(doc) else "")
+        + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=4096)
+        for doc in documents
     )
