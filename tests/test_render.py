@@ -301,6 +301,25 @@ def test_metrics_type_only_for_versions_that_know_it():
     assert "Metrics" not in slurm_conf(unchecked)
 
 
+def conf_value(conf: str, key: str) -> str | None:
+    found = [line.split("=", 1)[1] for line in conf.splitlines() if line.startswith(f"{key}=")]
+    return found[0] if found else None
+
+
+@pytest.mark.parametrize("interval", [10, 60, 61, 300])
+def test_the_health_check_timeout_is_below_its_interval(interval):
+    # Slurm 26.05 logs an error at every start when HealthCheckTimeout (default 60) is not
+    # below HealthCheckInterval; 24.11 has no HealthCheckTimeout.
+    raw = copy.deepcopy(PROD_GPU)
+    raw.setdefault("healthChecks", {}).setdefault("quick", {})["intervalSeconds"] = interval
+    conf = slurm_conf(load_spec(raw))
+    assert int(conf_value(conf, "HealthCheckInterval")) == interval
+    assert int(conf_value(conf, "HealthCheckTimeout")) == min(60, interval - 1)
+    legacy = copy.deepcopy(LEGACY_24_11)
+    legacy.setdefault("healthChecks", {}).setdefault("quick", {})["intervalSeconds"] = interval
+    assert conf_value(slurm_conf(load_spec(legacy)), "HealthCheckTimeout") is None
+
+
 def scheduler_line(conf: str) -> str:
     return next(line for line in conf.splitlines() if line.startswith("SchedulerParameters="))
 

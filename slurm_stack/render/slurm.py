@@ -170,6 +170,7 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                     ("HealthCheckProgram", paths.HEALTHCHECK_PROGRAM),
                     ("HealthCheckInterval", str(quick.interval_seconds)),
                     ("HealthCheckNodeState", ",".join(quick.node_states)),
+                    *health_check_timeout(spec),
                 ],
             )
         )
@@ -268,3 +269,15 @@ def node_conf(pool: WorkerPool) -> str:
             parts.append(f"CPUs={int(cpus)}")
     parts.extend(pool.node_conf_extra)
     return " ".join(parts)
+
+
+DEFAULT_HEALTH_CHECK_TIMEOUT = 60  # Slurm's, read_config.h
+
+
+def health_check_timeout(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """HealthCheckTimeout below HealthCheckInterval: Slurm 26.05 logs an error at every start
+    when its default (60 s) is not below the interval (read_config.c); 24.11 has no such key."""
+    if not at_least(spec.slurm_version, "26.05"):
+        return []
+    interval = spec.health_checks.quick.interval_seconds
+    return [("HealthCheckTimeout", str(min(DEFAULT_HEALTH_CHECK_TIMEOUT, interval - 1)))]
