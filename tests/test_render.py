@@ -320,6 +320,49 @@ def test_the_health_check_timeout_is_below_its_interval(interval):
     assert conf_value(slurm_conf(load_spec(legacy)), "HealthCheckTimeout") is None
 
 
+def partition_line(conf: str, name: str) -> str:
+    return next(line for line in conf.splitlines() if line.startswith(f"PartitionName={name} "))
+
+
+def test_a_partition_defaults_a_jobs_memory_to_its_cpus_share_of_the_smallest_node():
+    raw = copy.deepcopy(PROD_GPU)
+    spec = load_spec(raw)
+    conf = slurm_conf(spec)
+    assert conf_value(conf, "EnforcePartLimits") == "ALL"
+    for partition in spec.effective_partitions:
+        pools = [p for p in spec.worker_pools if p.name in (partition.pools or [])] or list(
+            spec.worker_pools
+        )
+        line = partition_line(conf, partition.name)
+        if any(option.startswith("DefMem") for option in partition.options):
+            assert "DefMemPerCPU" not in line  # the partition's own default
+            continue
+        shares = []
+        for pool in pools:
+            node = dict(part.split("=", 1) for part in node_conf(pool).split())
+            shares.append(int(node["RealMemory"]) // int(node["CPUs"]))
+        assert f" DefMemPerCPU={min(shares)}" in line, line
+
+
+def test_a_default_memory_of_the_users_own_wins():
+    raw = copy.deepcopy(PROD_GPU)
+    raw["partitions"][0]["options"] = ["DefMemPerGPU=100000"]
+    conf = slurm_conf(load_spec(raw))
+    line = partition_line(conf, raw["partitions"][0]["name"])
+    assert "DefMemPerCPU" not in line and "DefMemPerGPU=100000" in line
+    raw = copy.deepcopy(PROD_GPU)
+    raw["controller"]["slurmConfExtra"] = ["DefMemPerCPU=1000"]
+    conf = slurm_conf(load_spec(raw))
+    partitions = [line for line in conf.splitlines() if line.startswith("PartitionName")]
+    assert not [line for line in partitions if "DefMemPerCPU" in line]
+    # A pool whose CPUs slurmd counts itself (no CPU limit): no default can be derived.
+    raw = copy.deepcopy(PROD_GPU)
+    for pool in raw["workerPools"]:
+        pool.setdefault("resources", {}).setdefault("limits", {}).pop("cpu", None)
+    conf = slurm_conf(load_spec(raw))
+    assert "DefMemPerCPU" not in conf
+
+
 def scheduler_line(conf: str) -> str:
     return next(line for line in conf.splitlines() if line.startswith("SchedulerParameters="))
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from slurm_stack import naming, paths
 from slurm_stack.render.environment import render_template
 from slurm_stack.spec.fields import key_of
-from slurm_stack.spec.models import ClusterSpec, MemorySubmount, WorkerPool
+from slurm_stack.spec.models import ClusterSpec, MemorySubmount, Partition, WorkerPool
 from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
 from slurm_stack.spec.versions import at_least, key_problem
 
@@ -47,18 +47,24 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         version=spec.slurm_version,
         sections=[section for section in sections if section.settings],
         pools=[pool.name for pool in spec.worker_pools],
-        partitions=[
-            {
-                "name": partition.name,
-                "nodesets": partition.pools or [pool.name for pool in spec.worker_pools],
-                "default": partition.default,
-                "max_time": partition.max_time,
-                "options": partition.options,
-            }
-            for partition in spec.effective_partitions
-        ],
+        partitions=[_partition(spec, partition) for partition in spec.effective_partitions],
         extra=extra,
     )
+
+
+def _partition(spec: ClusterSpec, partition: Partition) -> dict[str, object]:
+    nodesets = partition.pools or [pool.name for pool in spec.worker_pools]
+    options = list(partition.options)
+    own_default = any(key_of(o).lower() in DEFAULT_MEMORY_KEYS for o in options)
+    if not own_default and (per_cpu := default_mem_per_cpu(spec, nodesets)) is not None:
+        options.insert(0, f"DefMemPerCPU={per_cpu}")
+    return {
+        "name": partition.name,
+        "nodesets": nodesets,
+        "default": partition.default,
+        "max_time": partition.max_time,
+        "options": options,
+    }
 
 
 # Seconds a requeued batch job waits before it may start again (Slurm 26.05's requeue_delay;
@@ -122,6 +128,9 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                     if (parameters := scheduler_parameters(spec))
                     else []
                 ),
+                # sbatch/srun refuse a job a partition's limits forbid, instead of queueing
+                # it forever; a slurmConfExtra line overrides it.
+                ("EnforcePartLimits", "ALL"),
                 ("SelectType", "select/cons_tres"),
                 ("SelectTypeParameters", scheduler.select_type_parameters),
                 *([("GresTypes", "gpu")] if spec.gpu_pools else []),
@@ -254,21 +263,63 @@ def node_conf(pool: WorkerPool) -> str:
         parts.append(f"Gres=gpu:{gres_type}{pool.gpus}")
     parts.append(f"Weight={pool.weight}")
     extra_keys = {key_of(line).lower() for line in pool.node_conf_extra}
-    memory = pool.resources.limits.get("memory") or pool.resources.requests.get("memory")
-    if memory and "realmemory" not in extra_keys:
-        # In-memory submounts take their size out of the same pod memory limit.
-        ram_disks = sum(
-            to_mebibytes(s.size_limit) for s in pool.submounts if isinstance(s, MemorySubmount)
-        )
-        usable = int(to_mebibytes(memory) * JOB_MEMORY_SHARE) - ram_disks
-        parts.append(f"RealMemory={max(usable, 1)}")
-    cpu = pool.resources.limits.get("cpu")
-    if cpu and "cpus" not in extra_keys:
-        cpus = parse_quantity(cpu)
-        if cpus == int(cpus) and cpus > 0:
-            parts.append(f"CPUs={int(cpus)}")
+    memory, cpus = _derived_memory(pool), _derived_cpus(pool)
+    if memory is not None and "realmemory" not in extra_keys:
+        parts.append(f"RealMemory={memory}")
+    if cpus is not None and "cpus" not in extra_keys:
+        parts.append(f"CPUs={cpus}")
     parts.extend(pool.node_conf_extra)
     return " ".join(parts)
+
+
+def _derived_memory(pool: WorkerPool) -> int | None:
+    """RealMemory (MiB) from the pod's memory limit (or request), less in-memory submounts."""
+    memory = pool.resources.limits.get("memory") or pool.resources.requests.get("memory")
+    if not memory:
+        return None
+    ram_disks = sum(
+        to_mebibytes(s.size_limit) for s in pool.submounts if isinstance(s, MemorySubmount)
+    )
+    return max(int(to_mebibytes(memory) * JOB_MEMORY_SHARE) - ram_disks, 1)
+
+
+def _derived_cpus(pool: WorkerPool) -> int | None:
+    """CPUs from a whole-number CPU limit; without one slurmd counts the node's."""
+    cpu = pool.resources.limits.get("cpu")
+    if not cpu:
+        return None
+    cpus = parse_quantity(cpu)
+    return int(cpus) if cpus == int(cpus) and cpus > 0 else None
+
+
+def _node_value(pool: WorkerPool, key: str) -> int | None:
+    """A whole-number node option as the pool's nodes register it (nodeConfExtra wins)."""
+    for line in pool.node_conf_extra:
+        if key_of(line).lower() == key.lower():
+            value = line.split("=", 1)[1]
+            return int(value) if value.isdigit() else None
+    return _derived_memory(pool) if key == "RealMemory" else _derived_cpus(pool)
+
+
+DEFAULT_MEMORY_KEYS = ("defmempercpu", "defmempergpu", "defmempernode")
+
+
+def default_mem_per_cpu(spec: ClusterSpec, pools: list[str]) -> int | None:
+    """A partition's DefMemPerCPU: the smallest memory per CPU among its pools' nodes, so a
+    job that asks no --mem gets its CPUs' share of a node, not the whole node (and a second
+    job fits beside it). None when a pool's memory or CPUs are unknown at render time, or the
+    user set a default of their own in controller.slurmConfExtra."""
+    if any(
+        key_of(line).lower() in DEFAULT_MEMORY_KEYS for line in spec.controller.slurm_conf_extra
+    ):
+        return None
+    shares = []
+    for pool in (p for p in spec.worker_pools if p.name in pools):
+        memory, cpus = _node_value(pool, "RealMemory"), _node_value(pool, "CPUs")
+        if memory is None or cpus is None:
+            return None
+        shares.append(max(memory // cpus, 1))
+    return min(shares) if shares else None
 
 
 DEFAULT_HEALTH_CHECK_TIMEOUT = 60  # Slurm's, read_config.h

@@ -36,6 +36,17 @@ def test_srun_across_pools_from_the_login_node(cluster: Cluster) -> None:
     assert len(hosts) == 3 and all(h.startswith("itest-") for h in hosts)
 
 
+def test_two_small_jobs_without_mem_share_a_node(cluster: Cluster) -> None:
+    # The partition's DefMemPerCPU gives each its CPU's share of the node's memory, not all.
+    submit = "sbatch --parsable -p main -w itest-cpu-0 -n1 --wrap 'sleep 30'"
+    first, second = (cluster.ok(cluster.login(submit)).strip() for _ in range(2))
+    both = lambda: cluster.job_state(first) == cluster.job_state(second) == "RUNNING"  # noqa: E731
+    wait_for("both jobs running on itest-cpu-0 at once", both, timeout=60)
+    memory = cluster.ok(cluster.ctl(f"squeue -h -j {first},{second} -o %m")).split()
+    assert memory == ["454M", "454M"], memory  # (972 - 64) MiB / 2 CPUs, the gpu pool's share
+    cluster.ok(cluster.ctl(f"scancel {first} {second}"))
+
+
 def test_login_session_sees_the_jail(cluster: Cluster) -> None:
     out = cluster.ok(cluster.login(f"id -un; ls /; head -n1 {MARKER}"))
     assert out.startswith("sandbox\n")

@@ -85,6 +85,9 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
 
     partition = cluster.ok(cluster.ctl("scontrol show partition main -o"))
     assert "MaxNodes=2" in partition
+    # EnforcePartLimits=ALL: a job over the new limit is refused at once, not queued forever.
+    over = cluster.login("sbatch -p main -N3 --wrap true")
+    assert over.returncode != 0 and "Node count specification invalid" in over.stderr, over
     # The Job pushed only once slurmctld ran the new config, and saw every slurmd restart on it.
     [job] = [job for job in report.jobs_run if job.startswith("itest-reconfigure-")]
     config_hash = job.removeprefix("itest-reconfigure-")
