@@ -214,6 +214,7 @@ def _render(args: argparse.Namespace) -> int:
     versions = args.k8s_versions.split(",") if args.k8s_versions else None
     try:
         from slurm_stack.offline.render import RenderError, render_stack
+        from slurm_stack.offline.requests import summarize
     except ModuleNotFoundError as error:
         return _missing_module(error)
     try:
@@ -233,4 +234,5 @@ def _render(args: argparse.Namespace) -> int:
     print(f"  {args.out / 'outputs.json'}")
     print(f"valid against Kubernetes {', '.join(result.versions)} (strict schemas)")
     print(f"outputs: {json.dumps(result.outputs, sort_keys=True)}")
+    print("\n".join(summarize(result.manifests).lines()))
     return 0

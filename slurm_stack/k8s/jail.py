@@ -67,7 +67,9 @@ def populate_job(spec: ClusterSpec) -> Manifest:
         "command": [paths.POPULATE_JAIL],
         "args": args,
         "volumeMounts": [{"name": "jail", "mountPath": paths.JAIL_DIR}],
-        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+        # Copying waits on storage more than on CPU: a small request lets it start beside the
+        # cluster on a small node; without a CPU limit it uses whatever CPU is free.
+        "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
         # Copying a root filesystem keeps owners and modes, which needs these as root.
         "securityContext": {
             "runAsUser": 0,
