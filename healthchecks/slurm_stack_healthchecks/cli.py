@@ -49,7 +49,7 @@ from .nccl import (
 from .nccl_submit import nccl_submit
 from .result import CheckResult
 from .runner import Runner, run_command
-from .slurm_node import NodeError, drain_node, get_node_state, resume_node
+from .slurm_node import NodeError, NodeNotRegistered, drain_node, get_node_state, resume_node
 
 # slurmd starts HealthCheckProgram with an almost empty environment.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -139,6 +139,9 @@ def _decide_and_apply(
 ) -> tuple[Decision, str | None]:
     try:
         state = get_node_state(runner, node, timeout)
+    except NodeNotRegistered:
+        # Nothing to drain or resume yet; the next run, once registered, acts on the result.
+        return Decision(Action.NONE, None, "node not registered yet"), None
     except NodeError as exc:
         return decide(None, wanted, owner), str(exc)
     decision = decide(state, wanted, owner)

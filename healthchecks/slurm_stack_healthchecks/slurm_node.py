@@ -20,6 +20,11 @@ class NodeError(Exception):
     """``scontrol`` could not tell or change the node's state."""
 
 
+class NodeNotRegistered(NodeError):
+    """slurmctld has no record of the node yet: slurmd runs the first check while it is
+    still registering a dynamic node."""
+
+
 @dataclass(frozen=True)
 class NodeState:
     """What the checks' decision needs: the state flags and the current reason."""
@@ -55,6 +60,8 @@ def get_node_state(runner: Runner, node: str, timeout: float) -> NodeState:
     except CommandError as exc:
         raise NodeError(str(exc)) from None
     if result.returncode != 0:
+        if f"Node {node} not found" in f"{result.stdout}\n{result.stderr}":
+            raise NodeNotRegistered(_first(result))
         raise NodeError(f"scontrol show node exited {result.returncode}: {_first(result)}")
     return parse_node_oneliner(result.stdout)
 

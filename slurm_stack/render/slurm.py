@@ -108,6 +108,9 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                 ("SlurmdSpoolDir", paths.SLURMD_SPOOL_DIR),
                 ("SlurmctldPidFile", f"{paths.SLURM_RUN_DIR}/slurmctld.pid"),
                 ("SlurmdPidFile", f"{paths.SLURM_RUN_DIR}/slurmd.pid"),
+                # The images have no mailer: Slurm's default (/bin/mail) made slurmctld log
+                # "Configured MailProg is invalid" at every start. --mail-type sends nothing.
+                ("MailProg", "/bin/true"),
             ],
         ),
         (

@@ -294,6 +294,20 @@ def test_scontrol_unreachable_is_reported_and_nothing_is_done(fake_node: FakeNod
     assert "Unable to contact slurm controller" in _field(line, "error")
 
 
+def test_a_node_not_registered_yet_is_checked_and_left_for_the_next_run(
+    fake_node: FakeNode,
+) -> None:
+    # slurmd runs the first check while its dynamic node is still registering.
+    fake_node.write_config(CPU_CHECKS)
+    (fake_node.root / "bin" / "scontrol").write_text(
+        f"#!/bin/sh\necho 'Node {NODE} not found' >&2\nexit 1\n"
+    )
+    rc, line, _ = fake_node.run(own_process=False)
+    assert (rc, _field(line, "result"), _field(line, "action")) == (0, "pass", "none")
+    assert _field(line, "why") == "node not registered yet"
+    assert "error=" not in line
+
+
 def _verdict_args(output: Path, *extra: str) -> list[str]:
     return [
         "nccl-verdict",

@@ -12,6 +12,7 @@ from slurm_stack_healthchecks.result import CheckResult
 from slurm_stack_healthchecks.runner import CommandTimeout
 from slurm_stack_healthchecks.slurm_node import (
     NodeError,
+    NodeNotRegistered,
     NodeState,
     drain_node,
     get_node_state,
@@ -182,8 +183,11 @@ def test_scontrol_calls() -> None:
 
 def test_scontrol_errors() -> None:
     missing = FakeRunner({("scontrol",): done("", 1, "Node dev-gpu-9 not found\n")})
-    with pytest.raises(NodeError, match="exited 1: Node dev-gpu-9 not found"):
+    with pytest.raises(NodeNotRegistered, match="Node dev-gpu-9 not found"):
         get_node_state(missing, "dev-gpu-9", 5)
+    refused = FakeRunner({("scontrol",): done("", 1, "Invalid user for SlurmUser\n")})
+    with pytest.raises(NodeError, match="exited 1: Invalid user"):
+        get_node_state(refused, "dev-gpu-9", 5)
     with pytest.raises(NodeError, match="scontrol update exited 1"):
         drain_node(missing, "dev-gpu-9", FAIL, 5)
     hung = FakeRunner({("scontrol",): CommandTimeout(["scontrol"], 5)})
