@@ -183,8 +183,9 @@ def parse_thresholds(text: str) -> dict[str, float]:
         raise ThresholdError('thresholds must be a JSON object like {"h100": 350}')
     thresholds: dict[str, float] = {}
     for key, value in raw.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ThresholdError(f"threshold for {key!r} must be a number > 0 (GB/s)")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value <= 0:
+            raise ThresholdError(f"threshold for {key!r} must be a finite number > 0 (GB/s)")
         if key.lower() in thresholds:
             raise ThresholdError(f"threshold for {key!r} given twice (keys ignore case)")
         thresholds[key.lower()] = float(value)

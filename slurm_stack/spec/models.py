@@ -818,12 +818,27 @@ class NcclBenchmark(SpecModel):
     GPUs."""
     schedule: CronSchedule = "0 3 * * *"
     """When the CronJob runs, a five-field cron schedule (the default: 03:00 every day)."""
-    thresholds_gbps: dict[GresType, float] = Field(
+    thresholds_gbps: dict[GresType, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
         default_factory=lambda: {"a100": 180.0, "h100": 350.0, "h200": 350.0, "b200": 600.0}
     )
     """Lowest acceptable average bus bandwidth of all_reduce_perf, in GB/s, by GPU type (a pool's
     `gpuType`); a node below it is drained. A map given replaces the defaults (a100 180, h100
     350, h200 350, b200 600), and every GPU pool's type needs an entry."""
+
+    @field_validator("thresholds_gbps")
+    @classmethod
+    def _one_threshold_per_gpu_type(cls, thresholds: dict[str, float]) -> dict[str, float]:
+        # The benchmark's verdict reads GPU types case-insensitively (healthchecks nccl.py).
+        seen: dict[str, str] = {}
+        for key in thresholds:
+            if key.lower() in seen:
+                raise KeyProblem(
+                    f"{seen[key.lower()]!r} and {key!r} name the same GPU type (case is ignored)",
+                    key,
+                )
+            seen[key.lower()] = key
+        return thresholds
+
     min_bytes: MessageSize = "512M"
     """Smallest message size all_reduce_perf tests (`-b`): a whole number with an optional K,
     M, G or T suffix, in powers of 1024."""

@@ -94,9 +94,9 @@ def test_thresholds_per_gpu_model() -> None:
         ("{h100: 350}", "not valid JSON"),
         ("[350]", "must be a JSON object"),
         ("{}", "must be a JSON object"),
-        ('{"h100": "350"}', "threshold for 'h100' must be a number > 0"),
-        ('{"h100": 0}', "must be a number > 0"),
-        ('{"h100": true}', "must be a number > 0"),
+        ('{"h100": "350"}', "threshold for 'h100' must be a finite number > 0"),
+        ('{"h100": 0}', "must be a finite number > 0"),
+        ('{"h100": true}', "must be a finite number > 0"),
         ('{"h100": 350, "H100": 360}', "given twice"),
     ],
 )
