@@ -443,6 +443,18 @@ UNUSUAL_BUT_VALID = [
     pytest.param({"healthChecks.nccl.schedule": "0 3 ? * SUN"}, id="cron-question-mark"),
     pytest.param({"healthChecks.nccl.schedule": "*/30 1-5 * JAN-JUN 1-5"}, id="cron-ranges"),
     pytest.param({"labels": {"example.com/team": "ml", "tier": ""}}, id="label-prefix-empty-value"),
+    pytest.param(
+        {
+            "jail.submounts": [
+                {"type": "pvc", "name": "h", "mountPath": "/home", "existingClaim": "h"}
+            ]
+        },
+        id="shared-claim-at-home",
+    ),
+    pytest.param(
+        {"workerPools[0].submounts": [{"type": "emptyDir", "name": "s", "mountPath": "/opt/site"}]},
+        id="submount-under-opt",
+    ),
     pytest.param({"jail.storageClass": "fast.rwx-1"}, id="storage-class-subdomain"),
     pytest.param(
         {"workerPools[0].placement": {"tolerations": [{"operator": "Exists"}]}},
@@ -602,6 +614,82 @@ INVALID = [
         "workerPools[0].placement.tolerations[0].tolerationSeconds",
         "tolerationSeconds applies only to effect NoExecute",
         id="toleration-seconds-without-no-execute",
+    ),
+    # ---- submount paths that would hide what the jail needs
+    bad(
+        {"workerPools[0].submounts": [_empty(path="/etc/site")]},
+        "workerPools[0].submounts[0].mountPath",
+        "'/etc/site' would cover /etc, the jail's users, groups and configuration",
+        id="submount-under-etc",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty(path="/run/munge")]},
+        "workerPools[0].submounts[0].mountPath",
+        "'/run/munge' would cover /run",
+        id="submount-at-munge-socket",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty(path="/var/spool")]},
+        "workerPools[0].submounts[0].mountPath",
+        "'/var/spool' would cover /var/spool/slurmd, slurmd's spool",
+        id="submount-over-the-spool",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty(path="/usr")]},
+        "workerPools[0].submounts[0].mountPath",
+        "'/usr' would cover /usr/lib/slurm-stack, slurm-stack's own programs",
+        id="submount-at-usr",
+    ),
+    bad(
+        {"workerPools[0].submounts": [_empty(path="/home/cache")]},
+        "workerPools[0].submounts[0].mountPath",
+        "a node-local volume at or under /home would hide the users' home directories",
+        id="node-local-submount-under-home",
+    ),
+    bad(
+        {"jail.submounts": [_host("/mnt/x", path="/home")]},
+        "jail.submounts[0].mountPath",
+        "a node-local volume at or under /home",
+        id="jail-host-path-at-home",
+    ),
+    # ---- accounting values written into slurmdbd.conf
+    bad(
+        {"accounting": {"mode": "external", "external": {"host": "db.example.com:3307"}}},
+        "accounting.external.host",
+        "give the host only, and the port in external.port",
+        2,  # and the missing password
+        id="external-host-with-port",
+    ),
+    bad(
+        {
+            "accounting": {
+                "mode": "external",
+                "external": {"host": "db", "user": "slurm StorageHost=evil"},
+            }
+        },
+        "accounting.external.user",
+        "should match pattern",
+        2,
+        id="external-user-with-a-second-key",
+    ),
+    bad(
+        {"accounting": {"mode": "external", "external": {"host": "db", "database": "acct#x"}}},
+        "accounting.external.database",
+        "should match pattern",
+        2,
+        id="external-database-with-comment",
+    ),
+    bad(
+        {"accounting": {"mode": "mariadb-operator", "external": {"host": "db.example.com"}}},
+        "accounting.external.host",
+        "external.host is used only with mode 'external' (mode is 'mariadb-operator')",
+        id="external-host-in-operator-mode",
+    ),
+    bad(
+        {"controller.scheduler": {"parameters": ["bf_continue,bf_interval=60"]}},
+        "controller.scheduler.parameters[0]",
+        "should match pattern",
+        id="scheduler-parameter-with-comma",
     ),
     # ---- relational rules (rules.py)
     bad(

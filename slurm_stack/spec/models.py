@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from slurm_stack import paths
 from slurm_stack.spec.errors import KeyProblem
 from slurm_stack.spec.fields import (
     AbsolutePath,
@@ -203,12 +204,22 @@ class Images(SpecModel):
     embedded`)."""
 
 
+SchedulerParameter = Annotated[
+    str,
+    Field(
+        pattern=r"^[a-z][a-z0-9_]*(=[^,\s=]+)?$",
+        description="One SchedulerParameters item: `name` or `name=value`, no comma.",
+    ),
+]
+"""One item of slurm.conf's comma-separated SchedulerParameters."""
+
+
 class Scheduler(SpecModel):
     """slurmctld scheduling: backfill with GPU-friendly defaults."""
 
     type: Literal["sched/backfill", "sched/builtin"] = "sched/backfill"
     """slurm.conf's SchedulerType."""
-    parameters: list[str] = Field(
+    parameters: list[SchedulerParameter] = Field(
         default_factory=lambda: ["bf_continue", "bf_max_job_test=1000", "bf_window=10080"]
     )
     """slurm.conf's SchedulerParameters, one option per item; a list given replaces the
@@ -413,6 +424,49 @@ class Login(SpecModel):
 
 SubmountName = Annotated[DnsLabel, Field(max_length=50)]
 
+# What a submount may not cover in the jail: its own system directories, and what the jail
+# plugin binds into every job (slurm_stack/render/slurm.py, plugstack.conf).
+_JAIL_RESERVED = {
+    "/proc": "the job's process interface",
+    "/sys": "the kernel interface",
+    "/dev": "the job's devices (and its private /dev/shm)",
+    "/etc": "the jail's users, groups and configuration",
+    "/run": "munge's and Slurm's sockets, and this node's GPU driver files",
+    "/tmp": "each job's private /tmp",
+    paths.SLURMD_SPOOL_DIR: "slurmd's spool",
+    paths.PROJECT_LIB_DIR: "slurm-stack's own programs",
+    "/var/lib/sss": "sssd's sockets for directory users",
+}
+_JAIL_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/var", "/boot", "/root", "/opt")
+
+
+def submount_path(value: str) -> str:
+    """A mount path in the jail that hides nothing the jail needs."""
+    for reserved, what in _JAIL_RESERVED.items():
+        if (
+            value == reserved
+            or value.startswith(reserved + "/")
+            or reserved.startswith(value + "/")
+        ):
+            raise ValueError(
+                f"{value!r} would cover {reserved}, {what}: mount it elsewhere, such as "
+                "'/scratch' or '/data'"
+            )
+    if value in _JAIL_SYSTEM:
+        raise ValueError(
+            f"{value!r} is a system directory of the jail: mount below it or elsewhere, such "
+            "as '/opt/site' or '/data'"
+        )
+    return value
+
+
+SubmountPath = Annotated[AbsolutePath, AfterValidator(submount_path)]
+NODE_LOCAL_HOME = (
+    "a node-local volume at or under /home would hide the users' home directories (on the "
+    "jail, shared by every node) on this node only; a shared claim (pvc with existingClaim) may "
+    "be mounted there"
+)
+
 
 class EmptyDirSubmount(SpecModel):
     """Node-local scratch on the pod's node disk."""
@@ -422,7 +476,7 @@ class EmptyDirSubmount(SpecModel):
     name: SubmountName
     """Name of the submount, a DNS label of at most 50 characters (the pod volume is
     `sm-<name>`); unique among a pool's and the jail's submounts."""
-    mount_path: AbsolutePath
+    mount_path: SubmountPath
     """Where the submount appears in the jail, an absolute path other than '/'; unique among a
     pool's and the jail's submounts."""
     size_limit: Quantity | None = None
@@ -437,7 +491,7 @@ class MemorySubmount(SpecModel):
     name: SubmountName
     """Name of the submount, a DNS label of at most 50 characters (the pod volume is
     `sm-<name>`); unique among a pool's and the jail's submounts."""
-    mount_path: AbsolutePath
+    mount_path: SubmountPath
     """Where the submount appears in the jail, an absolute path other than '/'; unique among a
     pool's and the jail's submounts."""
     size_limit: Quantity
@@ -454,7 +508,7 @@ class HostPathSubmount(SpecModel):
     name: SubmountName
     """Name of the submount, a DNS label of at most 50 characters (the pod volume is
     `sm-<name>`); unique among a pool's and the jail's submounts."""
-    mount_path: AbsolutePath
+    mount_path: SubmountPath
     """Where the submount appears in the jail, an absolute path other than '/'; unique among a
     pool's and the jail's submounts."""
     host_path: HostDirectory
@@ -472,7 +526,7 @@ class PvcSubmount(SpecModel):
     name: SubmountName
     """Name of the submount, a DNS label of at most 50 characters (the pod volume is
     `sm-<name>`); unique among a pool's and the jail's submounts."""
-    mount_path: AbsolutePath
+    mount_path: SubmountPath
     """Where the submount appears in the jail, an absolute path other than '/'; unique among a
     pool's and the jail's submounts."""
     existing_claim: DnsLabel | None = None
@@ -502,6 +556,16 @@ Submount = Annotated[
     EmptyDirSubmount | MemorySubmount | HostPathSubmount | PvcSubmount,
     Field(discriminator="type"),
 ]
+
+
+def node_local_home(submounts: list["Submount"]) -> KeyProblem | None:
+    """A node-local submount (all but a pvc with existingClaim) at or under /home."""
+    for i, submount in enumerate(submounts):
+        shared = isinstance(submount, PvcSubmount) and submount.existing_claim is not None
+        path = submount.mount_path
+        if not shared and (path == "/home" or path.startswith("/home/")):
+            return KeyProblem(NODE_LOCAL_HOME, "submounts", i, "mountPath")
+    return None
 
 
 DEFAULT_DRAIN_WAIT_SECONDS = 300
@@ -604,6 +668,8 @@ class WorkerPool(SpecModel):
 
     @model_validator(mode="after")
     def _gpu_type_needs_gpus(self) -> "WorkerPool":
+        if problem := node_local_home(self.submounts):
+            raise problem
         if self.gpu_type is not None and self.gpus == 0:
             raise KeyProblem(
                 f"gpuType {self.gpu_type!r} is set but gpus is 0: set gpus to 1-16", "gpus"
@@ -695,6 +761,8 @@ class Jail(SpecModel):
                     i,
                     "size",
                 )
+        if problem := node_local_home(self.submounts):
+            raise problem
         return self
 
 
@@ -707,16 +775,38 @@ class SecretKeyRef(SpecModel):
     """The key in the Secret whose value is used."""
 
 
+def database_host(value: str) -> str:
+    """A host name or IP address, without a port: slurmdbd.conf takes the port apart."""
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if ":" in value:
+        raise ValueError(f"{value!r}: give the host only, and the port in external.port")
+    labels = value.split(".")
+    if len(value) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(f"{value!r} is not a host name or IP address (example: 'db.example.com')")
+    return value
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+# Written into slurmdbd.conf, whose parser ends a value at whitespace and starts a comment at
+# '#' (a second `Key=Value` on the same line would be read as its own setting).
+DatabaseName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_$-]{1,64}$")]
+DatabaseUser = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.$@-]{1,80}$")]
+
+
 class ExternalDatabase(SpecModel):
     """A MySQL/MariaDB server that slurm-stack does not manage."""
 
-    host: str | None = None
+    host: Annotated[str, AfterValidator(database_host)] | None = None
     """Host name or address of the database server; required with `mode: external`."""
     port: int = Field(default=3306, ge=1, le=65535)
     """The server's port."""
-    user: str = "slurm"
+    user: DatabaseUser = "slurm"
     """The database user slurmdbd connects as (StorageUser)."""
-    database: str = "slurm_acct_db"
+    database: DatabaseName = "slurm_acct_db"
     """The database slurmdbd uses (StorageLoc)."""
     password_secret: SecretKeyRef | None = None
     """An existing Secret key holding the user's password; unset: the password comes from
@@ -786,6 +876,13 @@ class Accounting(SpecModel):
         if self.enabled and self.mode == "external" and not self.external.host:
             raise KeyProblem(
                 "mode 'external' needs external.host (the database server's name)",
+                "external",
+                "host",
+            )
+        if self.mode != "external" and self.external.host is not None:
+            raise KeyProblem(
+                f"external.host is used only with mode 'external' (mode is {self.mode!r}): "
+                "remove it, or set mode: external",
                 "external",
                 "host",
             )
