@@ -652,6 +652,18 @@ INVALID = [
         "a node-local volume at or under /home",
         id="jail-host-path-at-home",
     ),
+    bad(
+        {
+            "workerPools[0].resources": {"limits": {"memory": "1Gi"}},
+            "workerPools[0].submounts": [
+                {"type": "memory", "name": "a", "mountPath": "/a", "sizeLimit": "512Mi"},
+                {"type": "memory", "name": "b", "mountPath": "/b", "sizeLimit": "512Mi"},
+            ],
+        },
+        "workerPools[0].submounts[1].sizeLimit",
+        "the pool's in-memory submounts take 1024Mi of its 1Gi memory, leaving nothing for jobs",
+        id="ram-disks-fill-the-pools-memory",
+    ),
     # ---- accounting values written into slurmdbd.conf
     bad(
         {"accounting": {"mode": "external", "external": {"host": "db.example.com:3307"}}},

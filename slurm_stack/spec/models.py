@@ -48,6 +48,7 @@ from slurm_stack.spec.fields import (
     label_value,
     message_size_bytes,
 )
+from slurm_stack.spec.quantity import parse_quantity
 from slurm_stack.spec.text import MULTILINE
 from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
 
@@ -666,9 +667,33 @@ class WorkerPool(SpecModel):
     placement: Placement = Field(default_factory=Placement)
     """Node selector and tolerations of the pool's pods."""
 
+    def _ram_disks_leave_no_memory(self) -> KeyProblem | None:
+        """In-memory submounts count against the pod's memory: together they must leave
+        some for jobs (Slurm's RealMemory is what is left)."""
+        memory = self.resources.limits.get("memory") or self.resources.requests.get("memory")
+        if not memory:
+            return None
+        room = parse_quantity(memory)
+        used = 0
+        for i, submount in enumerate(self.submounts):
+            if isinstance(submount, MemorySubmount):
+                used += parse_quantity(submount.size_limit)
+                if used >= room:
+                    return KeyProblem(
+                        f"the pool's in-memory submounts take {used / 2**20:.0f}Mi of its "
+                        f"{memory} memory, leaving nothing for jobs: make them smaller or "
+                        "give the pool more memory",
+                        "submounts",
+                        i,
+                        "sizeLimit",
+                    )
+        return None
+
     @model_validator(mode="after")
     def _gpu_type_needs_gpus(self) -> "WorkerPool":
         if problem := node_local_home(self.submounts):
+            raise problem
+        if problem := self._ram_disks_leave_no_memory():
             raise problem
         if self.gpu_type is not None and self.gpus == 0:
             raise KeyProblem(
