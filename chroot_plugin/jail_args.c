@@ -33,8 +33,8 @@ static int copy_path(char *dst, const char *value, const char *arg, char *err, s
 	return 0;
 }
 
-static int add_bind(struct jail_config *cfg, const char *value, int read_only, const char *arg,
-		    char *err, size_t err_len)
+static int add_bind(struct jail_config *cfg, const char *value, int read_only, int user,
+		    const char *arg, char *err, size_t err_len)
 {
 	const char *colon = strchr(value, ':');
 	char source[PATH_MAX];
@@ -55,7 +55,41 @@ static int add_bind(struct jail_config *cfg, const char *value, int read_only, c
 	if (strcmp(colon + 1, "/") == 0)
 		return fail(err, err_len, "'%s': cannot bind over the jail's root", arg);
 	cfg->binds[cfg->n_binds].read_only = read_only;
+	cfg->binds[cfg->n_binds].user = user;
 	cfg->n_binds++;
+	return 0;
+}
+
+/* Whether mounting at target hides path: target is path, lies under it, or contains it. */
+static int covers(const char *target, const char *path)
+{
+	size_t t = strlen(target), p = strlen(path);
+
+	if (!p)
+		return 0;
+	if (t >= p && !strncmp(target, path, p) && (target[p] == '\0' || target[p] == '/'))
+		return 1;
+	return t < p && !strncmp(path, target, t) && path[t] == '/';
+}
+
+/* A user's submount may not cover what every job needs (the spec refuses these too; this is
+ * the plugin's own check, for a plugstack.conf written by other means). */
+static int check_user_binds(const struct jail_config *cfg, char *err, size_t err_len)
+{
+	const char *reserved[] = {"/proc", "/sys", "/dev", "/etc", "/run", "/tmp",
+				  cfg->spool, cfg->munge, cfg->gpu_driver};
+
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		if (!cfg->binds[i].user)
+			continue;
+		for (size_t j = 0; j < sizeof(reserved) / sizeof(reserved[0]); j++) {
+			if (covers(cfg->binds[i].target, reserved[j])) {
+				snprintf(err, err_len, "submount target '%s' would cover %s",
+					 cfg->binds[i].target, reserved[j]);
+				return -1;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -83,9 +117,9 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = copy_path(cfg->job_shm, value, arg, err, err_len);
 		else if ((key_len == 8 && !strncmp(arg, "submount", 8)) ||
 			 (key_len == 4 && !strncmp(arg, "bind", 4)))
-			rc = add_bind(cfg, value, 0, arg, err, err_len);
+			rc = add_bind(cfg, value, 0, key_len == 8, arg, err, err_len);
 		else if (key_len == 7 && !strncmp(arg, "ro_bind", 7))
-			rc = add_bind(cfg, value, 1, arg, err, err_len);
+			rc = add_bind(cfg, value, 1, 0, arg, err, err_len);
 		else if (key_len == 13 && !strncmp(arg, "allow_opt_out", 13)) {
 			if (strcmp(value, "0") && strcmp(value, "1"))
 				return fail(err, err_len, "'%s': allow_opt_out takes 0 or 1", arg);
@@ -102,6 +136,5 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		return fail(err, err_len, "%s", "jail=PATH is required");
 	if (strcmp(cfg->jail, "/") == 0)
 		return fail(err, err_len, "%s", "jail=/ would not isolate anything");
-
-	return 0;
+	return check_user_binds(cfg, err, err_len);
 }

@@ -12,6 +12,7 @@ struct jail_bind {
 	char source[PATH_MAX]; /* path outside the jail (node-local) */
 	char target[PATH_MAX]; /* path inside the jail */
 	int read_only;         /* ro_bind=: the job may read, never write */
+	int user;              /* submount=: the user's, never over what the jail needs */
 };
 
 struct jail_config {

@@ -48,6 +48,16 @@ int main(void)
 	CHECK(parse(&cfg, err, 2, read_only_bad) == -1);
 	CHECK(strstr(err, "SOURCE:TARGET") != NULL);
 
+	char *over_etc[] = {"jail=/mnt/jail", "submount=/mnt/x:/etc/site"};
+	CHECK(parse(&cfg, err, 2, over_etc) == -1);
+	CHECK(strstr(err, "submount target '/etc/site' would cover /etc") != NULL);
+	char *over_spool[] = {"jail=/mnt/jail", "submount=/mnt/x:/var/spool",
+			      "spool=/var/spool/slurmd"};
+	CHECK(parse(&cfg, err, 3, over_spool) == -1);
+	CHECK(strstr(err, "would cover /var/spool/slurmd") != NULL);
+	char *beside_etc[] = {"jail=/mnt/jail", "submount=/mnt/x:/etcetera", "bind=/etc/x:/etc/x"};
+	CHECK(parse(&cfg, err, 3, beside_etc) == 0); /* our own binds may go there */
+
 	char *minimal[] = {"jail=/mnt/jail"};
 	CHECK(parse(&cfg, err, 1, minimal) == 0);
 	CHECK(cfg.allow_opt_out == 0 && cfg.n_binds == 0 && cfg.spool[0] == '\0');
