@@ -560,8 +560,15 @@ class Sandbox:
             "the node's driver library, so the sandbox can show it reaching the jail.\n"
         )
         for pod in self.current_plan.pods:
-            if any(c.devices for c in pod.containers):
-                (self.state.root / "fake-gpu" / pod.name).mkdir(parents=True, exist_ok=True)
+            gpus = max(
+                (int(dict(c.env).get("FAKE_GPU_COUNT", 0)) for c in pod.containers), default=0
+            )
+            if gpus:
+                answers = self.state.root / "fake-gpu" / pod.name
+                answers.mkdir(parents=True, exist_ok=True)
+                # slurmd runs the health check with an environment of its own, without the
+                # container's FAKE_GPU_COUNT: the count is also a file the fake tool reads.
+                (answers / "count").write_text(f"{gpus}\n")
 
     def kill_pod(self, name: str) -> ApplyReport:
         """Kill a long-running pod without its preStop hook or grace, as a crash or a lost

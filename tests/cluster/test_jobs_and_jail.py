@@ -27,7 +27,7 @@ def test_every_worker_registers_idle_with_its_pool_as_feature(cluster: Cluster) 
     assert "TotalNodes=2" in gpu and "Default=NO" in gpu
     assert "itest-gpu-[0-1]" in gpu and "itest-cpu" not in gpu
     gres = cluster.node_field("itest-gpu-0", "Gres")
-    assert gres.startswith("gpu:h100:1")
+    assert gres.startswith("gpu:h100:2")
 
 
 def test_srun_across_pools_from_the_login_node(cluster: Cluster) -> None:

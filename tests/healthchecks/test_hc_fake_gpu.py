@@ -144,3 +144,11 @@ def test_all_reduce_perf_default_and_crash(tmp_path: Path) -> None:
     assert crashed.returncode == 1
     with pytest.raises(NcclOutputError):
         parse_all_reduce(crashed.stdout)
+
+
+def test_without_the_environment_the_count_comes_from_the_pods_file(tmp_path: Path) -> None:
+    # slurmd runs the health check with an environment of its own: no FAKE_GPU_COUNT there.
+    (tmp_path / "count").write_text("2\n")
+    listed = _smi(tmp_path, *GPU_LIST_ARGS)
+    assert [line.split(",")[0] for line in listed.stdout.splitlines()] == ["0", "1"]
+    assert _smi(tmp_path, *GPU_LIST_ARGS, FAKE_GPU_COUNT="3").stdout.count("\n") == 3
