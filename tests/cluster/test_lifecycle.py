@@ -72,6 +72,8 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
     ).strip()
     wait_for("the job running", lambda: cluster.job_state(running) == "RUNNING")
     before = config_map_name(cluster)
+    sackd = "itest-login-0--sackd"
+    sackd_started = cluster.sandbox.podman.run(["inspect", "-f", "{{.State.StartedAt}}", sackd])
 
     def limit_main(spec: dict) -> None:  # type: ignore[type-arg]
         spec["partitions"][0]["options"] = ["MaxNodes=2"]
@@ -94,6 +96,10 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
     log = job_log(cluster.sandbox.state, job, "reconfigure").read_text()
     assert f"slurmctld runs config {config_hash}" in log
     assert f"pushed config {config_hash}; every responding slurmd restarted on it" in log
+    # The login node's sackd took the pushed config without dying (it re-executes itself).
+    still = cluster.sandbox.podman.run(["inspect", "-f", "{{.State.StartedAt}}", sackd])
+    assert still.stdout == sackd_started.stdout
+    assert "execv() failed" not in cluster.sandbox.podman.logs(sackd, tail=200)
     assert cluster.wait_job(running, timeout=90) == "COMPLETED"
     # Workers fetched the new config without a restart.
     conf = cluster.ok(cluster.node("itest-cpu-1", "cat /var/spool/slurmd/conf-cache/slurm.conf"))
