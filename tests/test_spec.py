@@ -507,6 +507,31 @@ def test_string_maps_take_scalars_as_text(changes, path, expected):
     assert all(type(value) is str for value in node.values())
 
 
+# sshdExtra lines the login image's sshd takes that look unusual (slurm_stack/spec/sshd.py;
+# tests/test_sshd_config.py runs `sshd -t` on such lines in the image itself).
+SSHD_LINES_VALID = [
+    pytest.param({"login.sshdExtra": ["x11FORWARDING yes"]}, id="sshd-keyword-any-case"),
+    pytest.param(
+        {"login.sshdExtra": ["Banner /etc/issue.net", "ForceCommand internal-sftp"]},
+        id="sshd-banner-from-the-image-and-a-global-force-command",
+    ),
+    pytest.param(
+        {"login.sshdExtra": ['VersionAddendum "slurm login"', "AcceptEnv LANG LC_* COLORTERM"]},
+        id="sshd-quoted-value-and-patterns",
+    ),
+    pytest.param({"login.sshdExtra": ["WarnWeakCrypto no"]}, id="sshd-keyword-new-in-forky"),
+    pytest.param(
+        {"slurmVersion": "24.11", "login.sshdExtra": ["GSSAPIStoreCredentialsOnRekey no"]},
+        id="sshd-keyword-of-trixie-on-24.11",
+    ),
+]
+
+
+@pytest.mark.parametrize("changes", SSHD_LINES_VALID)
+def test_unusual_but_valid_sshd_lines_are_accepted(changes):
+    load_spec(mutate(BASE, changes))
+
+
 def _pvc(name="s", path="/s", **extra):
     return {"type": "pvc", "name": name, "mountPath": path, **extra}
 
@@ -841,7 +866,7 @@ INVALID = [
     bad(
         {"login.sshdExtra": ["MaxSessions 20", "ChrootDirectory none"]},
         "login.sshdExtra[1]",
-        "ChrootDirectory is set by slurm-stack (login chroot, host keys, key-only login)",
+        "ChrootDirectory is set by slurm-stack: every session is chrooted into the jail",
         id="owned-sshd-ChrootDirectory",
     ),
     bad(
@@ -849,6 +874,180 @@ INVALID = [
         "login.sshdExtra[0]",
         "passwordauthentication is set by slurm-stack",
         id="owned-sshd-any-case",
+    ),
+    bad(
+        {
+            "login.sshdExtra": [
+                "MaxSessions 20",
+                "X11Forwarding yes",
+                "AuthorizedKeysCommand /bin/cat",
+            ]
+        },
+        "login.sshdExtra[2]",
+        "AuthorizedKeysCommand is set by slurm-stack: keys come from login.users",
+        id="owned-sshd-AuthorizedKeysCommand",
+    ),
+    bad(
+        {"login.sshdExtra": ["AuthorizedKeysCommandUser root"]},
+        "login.sshdExtra[0]",
+        "AuthorizedKeysCommandUser is set by slurm-stack",
+        id="owned-sshd-AuthorizedKeysCommandUser",
+    ),
+    bad(
+        {"login.sshdExtra": ["AuthorizedKeysFile .ssh/authorized_keys"]},
+        "login.sshdExtra[0]",
+        "AuthorizedKeysFile is set by slurm-stack",
+        id="owned-sshd-AuthorizedKeysFile",
+    ),
+    bad(
+        {"login.sshdExtra": ["AuthorizedPrincipalsFile /etc/ssh/principals/%u"]},
+        "login.sshdExtra[0]",
+        "AuthorizedPrincipalsFile cannot be set here",
+        id="refused-sshd-AuthorizedPrincipalsFile",
+    ),
+    bad(
+        {"login.sshdExtra": ["AuthorizedPrincipalsCommand /bin/echo %u"]},
+        "login.sshdExtra[0]",
+        "AuthorizedPrincipalsCommand cannot be set here",
+        id="refused-sshd-AuthorizedPrincipalsCommand",
+    ),
+    bad(
+        {"login.sshdExtra": ["AuthorizedPrincipalsCommandUser nobody"]},
+        "login.sshdExtra[0]",
+        "AuthorizedPrincipalsCommandUser cannot be set here",
+        id="refused-sshd-AuthorizedPrincipalsCommandUser",
+    ),
+    bad(
+        {"login.sshdExtra": ["TrustedUserCAKeys /etc/ssh/user_ca.pub"]},
+        "login.sshdExtra[0]",
+        "TrustedUserCAKeys cannot be set here",
+        id="refused-sshd-TrustedUserCAKeys",
+    ),
+    bad(
+        {"login.sshdExtra": ["MaxSessions 20", "match User alice"]},
+        "login.sshdExtra[1]",
+        "match is set by slurm-stack: a Match line makes every later line conditional",
+        id="owned-sshd-Match-any-case",
+    ),
+    bad(
+        {"login.sshdExtra": ["Include /etc/ssh/sshd_config.d/*.conf"]},
+        "login.sshdExtra[0]",
+        "Include cannot be set here: lines from another file would escape these checks",
+        id="refused-sshd-Include",
+    ),
+    bad(
+        {"login.sshdExtra": ["PermitRootLogin yes"]},
+        "login.sshdExtra[0]",
+        "PermitRootLogin is set by slurm-stack: root logs in with login.rootAuthorizedKeys",
+        id="owned-sshd-PermitRootLogin",
+    ),
+    bad(
+        {"login.sshdExtra": ["PubkeyAuthentication no"]},
+        "login.sshdExtra[0]",
+        "PubkeyAuthentication is set by slurm-stack: logins are by SSH key only",
+        id="owned-sshd-PubkeyAuthentication",
+    ),
+    bad(
+        {"login.sshdExtra": ["AllowUsers alice"]},
+        "login.sshdExtra[0]",
+        "AllowUsers cannot be set here: who may log in is login.users",
+        id="refused-sshd-AllowUsers",
+    ),
+    bad(
+        {"login.sshdExtra": ["DenyGroups nogroup"]},
+        "login.sshdExtra[0]",
+        "DenyGroups cannot be set here",
+        id="refused-sshd-DenyGroups",
+    ),
+    bad(
+        {"login.sshdExtra": ["AuthenticationMethods publickey,password"]},
+        "login.sshdExtra[0]",
+        "AuthenticationMethods cannot be set here: logins are by SSH key only",
+        id="refused-sshd-AuthenticationMethods",
+    ),
+    bad(
+        {"login.sshdExtra": ["HostbasedAuthentication yes"]},
+        "login.sshdExtra[0]",
+        "HostbasedAuthentication cannot be set here",
+        id="refused-sshd-HostbasedAuthentication",
+    ),
+    bad(
+        {"login.sshdExtra": ["ListenAddress 0.0.0.0:2222"]},
+        "login.sshdExtra[0]",
+        "ListenAddress cannot be set here: the login Service",
+        id="refused-sshd-ListenAddress",
+    ),
+    bad(
+        {"login.sshdExtra": ["SshdSessionPath /mnt/jail/tmp/session"]},
+        "login.sshdExtra[0]",
+        "SshdSessionPath cannot be set here: sshd runs that program as root",
+        id="refused-sshd-SshdSessionPath",
+    ),
+    bad(
+        {"login.sshdExtra": ["PermitUserEnvironment yes"]},
+        "login.sshdExtra[0]",
+        "PermitUserEnvironment cannot be set here",
+        id="refused-sshd-PermitUserEnvironment",
+    ),
+    bad(
+        {"login.sshdExtra": ["ChallengeResponseAuthentication yes"]},
+        "login.sshdExtra[0]",
+        "ChallengeResponseAuthentication (OpenSSH's old name for KbdInteractiveAuthentication)",
+        id="owned-sshd-old-alias",
+    ),
+    bad(
+        {"login.sshdExtra": ["KeepAlive no"]},
+        "login.sshdExtra[0]",
+        "KeepAlive is OpenSSH's old name for TCPKeepAlive: write TCPKeepAlive",
+        id="sshd-old-alias",
+    ),
+    bad(
+        {"login.sshdExtra": ["UseLogin yes"]},
+        "login.sshdExtra[0]",
+        "UseLogin is deprecated, and ignored by the login image's OpenSSH 10.6p1",
+        id="sshd-deprecated-keyword",
+    ),
+    bad(
+        {"login.sshdExtra": ["KerberosTicketCleanup yes"]},
+        "login.sshdExtra[0]",
+        "KerberosTicketCleanup is not supported by the login image's OpenSSH 10.6p1",
+        id="sshd-keyword-not-built-in",
+    ),
+    bad(
+        {"login.sshdExtra": ["MaxSesions 20"]},
+        "login.sshdExtra[0]",
+        "MaxSesions is not an sshd_config keyword of OpenSSH 10.6p1; did you mean MaxSessions?",
+        id="sshd-unknown-keyword-did-you-mean",
+    ),
+    bad(
+        {"login.sshdExtra": ["Frobnicate yes"]},
+        "login.sshdExtra[0]",
+        "Frobnicate is not an sshd_config keyword of OpenSSH 10.6p1 (see sshd_config(5))",
+        id="sshd-unknown-keyword",
+    ),
+    bad(
+        {"login.sshdExtra": ["GSSAPIStoreCredentialsOnRekey no"]},
+        "login.sshdExtra[0]",
+        "is not an sshd_config keyword of OpenSSH 10.6p1",
+        id="sshd-keyword-of-trixie-only-on-26.05",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "login.sshdExtra": ["WarnWeakCrypto no"]},
+        "login.sshdExtra[0]",
+        "WarnWeakCrypto is not an sshd_config keyword of OpenSSH 10.0p2",
+        id="sshd-keyword-of-forky-only-on-24.11",
+    ),
+    bad(
+        {"login.sshdExtra": ["Banner /mnt/jail/etc/issue.net"]},
+        "login.sshdExtra[0]",
+        "not from /mnt/jail",
+        id="sshd-banner-in-the-jail",
+    ),
+    bad(
+        {"login.sshdExtra": ["Banner /etc/ssh/host-keys/ssh_host_ed25519_key"]},
+        "login.sshdExtra[0]",
+        "not from /etc/ssh/host-keys: it holds the host keys",
+        id="sshd-banner-host-key",
     ),
     bad(
         {"workerPools[0].submounts": [_empty("a", "/a"), _empty("a", "/b")]},

@@ -331,9 +331,10 @@ class Login(TypedDict, total=False):
     """Slurm account of declared users who name none; unset: the cluster's name."""
     sshd_extra: NotRequired[list[str]]
     (
-        "Extra `Keyword value` lines for sshd_config; a keyword set here replaces slurm-stack's "
-        "default for it. Keywords slurm-stack owns (ChrootDirectory, HostKey, Port, the key "
-        "handling ...) are refused."
+        "Extra `Keyword value` lines for sshd_config, keywords of the login image's OpenSSH; a "
+        "keyword set here replaces slurm-stack's default for it. Keywords that decide who logs in, "
+        "how keys are found or where sessions run (ChrootDirectory, HostKey, Port, the key "
+        "handling, AllowUsers, Match, Include ...) are refused."
     )
     resources: NotRequired[Resources]
     (

@@ -119,6 +119,12 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         ("ClientAliveInterval", "300"),
         ("Subsystem", "sftp internal-sftp"),
     ]
+    # sshd keeps the first value of a keyword. Ours come first, then sshdExtra, then root's
+    # Match block; a default that an extra line sets is left out, so that line takes effect.
+    # That is safe because the spec refuses every keyword slurm-stack relies on (and those
+    # that add up rather than replace, like HostKey and Port) and any Match or Include: the
+    # extra lines are global and cannot open a block of their own before root's. See
+    # slurm_stack/spec/sshd.py.
     settings = [(key, value) for key, value in defaults if key.lower() not in overridden]
     return render_template(
         "sshd_config.j2",

@@ -399,9 +399,10 @@ class Login(SpecModel):
     default_account: AccountName | None = None
     """Slurm account of declared users who name none; unset: the cluster's name."""
     sshd_extra: list[SshdLine] = Field(default_factory=list)
-    """Extra `Keyword value` lines for sshd_config; a keyword set here replaces slurm-stack's
-    default for it. Keywords slurm-stack owns (ChrootDirectory, HostKey, Port, the key
-    handling ...) are refused."""
+    """Extra `Keyword value` lines for sshd_config, keywords of the login image's OpenSSH; a
+    keyword set here replaces slurm-stack's default for it. Keywords that decide who logs in,
+    how keys are found or where sessions run (ChrootDirectory, HostKey, Port, the key
+    handling, AllowUsers, Match, Include ...) are refused."""
     resources: Resources = Field(
         default_factory=lambda: Resources(
             requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "4Gi"}

@@ -13,6 +13,7 @@ from slurm_stack.spec.errors import SpecIssue, join_path
 from slurm_stack.spec.fields import key_of
 from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool, derived_id
 from slurm_stack.spec.quantity import parse_quantity
+from slurm_stack.spec.sshd import sshd_line_problem
 from slurm_stack.spec.versions import at_least, key_problem
 
 # slurm.conf keys slurm-stack sets itself; an extra line may not override them.
@@ -64,23 +65,6 @@ OWNED_NODE_CONF_KEYS = {
     "nodename": "the pod's hostname",
     "nodehostname": "the pod's hostname",
     "nodeaddr": "the pod's address",
-}
-
-# sshd_config keywords that carry the login chroot and key handling.
-OWNED_SSHD_KEYWORDS = {
-    k.lower()
-    for k in (
-        "ChrootDirectory",
-        "HostKey",
-        "PasswordAuthentication",
-        "AuthorizedKeysFile",
-        "AuthorizedKeysCommand",
-        "AuthorizedKeysCommandUser",
-        "Port",
-        "UsePAM",
-        "KbdInteractiveAuthentication",
-        "PidFile",
-    )
 }
 
 DB_PASSWORD_CONFIG_KEY = "slurm-stack:accountingDbPassword"
@@ -249,7 +233,8 @@ def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
 
 
 def owned_lines_not_overridden(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
-    """Extra node conf and sshd lines do not override what slurm-stack sets."""
+    """Extra node conf and sshd lines do not override what slurm-stack sets, and sshd lines
+    name keywords the login image's sshd knows (slurm_stack/spec/sshd.py)."""
     for i, pool in _items(raw, "workerPools"):
         extras = _get(pool, "nodeConfExtra", [])
         for j, line in enumerate(extras if isinstance(extras, list) else []):
@@ -261,11 +246,8 @@ def owned_lines_not_overridden(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                 )
     extras = _get(_get(raw, "login", {}), "sshdExtra", [])
     for j, line in enumerate(extras if isinstance(extras, list) else []):
-        if isinstance(line, str) and key_of(line).lower() in OWNED_SSHD_KEYWORDS:
-            yield SpecIssue(
-                join_path("login", "sshdExtra", j),
-                f"{key_of(line)} is set by slurm-stack (login chroot, host keys, key-only login)",
-            )
+        if isinstance(line, str) and (problem := sshd_line_problem(line, _version(raw))):
+            yield SpecIssue(join_path("login", "sshdExtra", j), problem)
 
 
 BYTE_RESOURCES = ("memory", "ephemeral-storage")
