@@ -794,14 +794,8 @@ INVALID = [
     bad(
         {"controller.slurmConfExtra": ["MaxJobCount=5", "JobContainerType=job_container/tmpfs"]},
         "controller.slurmConfExtra[1]",
-        "JobContainerType was removed in Slurm 25.11; use NamespaceType",
-        id="removed-key-JobContainerType-on-26.05",
-    ),
-    bad(
-        {"controller.slurmConfExtra": ["PrologEpilogTimeout=120"]},
-        "controller.slurmConfExtra[0]",
-        "PrologEpilogTimeout was removed in Slurm 25.05; use PrologTimeout and EpilogTimeout",
-        id="removed-key-PrologEpilogTimeout-on-26.05",
+        "JobContainerType was replaced by NamespaceType in Slurm 25.11",
+        id="replaced-key-JobContainerType-on-26.05",
     ),
     bad(
         {"slurmVersion": "24.11", "controller.slurmConfExtra": ["MetricsType=metrics/openmetrics"]},

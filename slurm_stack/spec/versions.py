@@ -13,11 +13,15 @@ DEBIAN_SUITE: dict[SlurmVersion, str] = {"24.11": "trixie", "26.05": "forky"}
 
 @dataclass(frozen=True)
 class VersionedKey:
-    """A slurm.conf key that exists only from (or until) some Slurm release."""
+    """A slurm.conf key that exists only from (or until) some Slurm release.
+
+    The option tables read from Slurm's source (slurm_stack/spec/data, slurm_options) say the
+    same for the majors they cover; tests/test_slurm_option_tables.py holds them together."""
 
     key: str
     since: str | None = None
-    removed_in: str | None = None
+    removed_in: str | None = None  # the daemons no longer take it (gone, defunct or fatal)
+    deprecated_in: str | None = None  # still read, with a warning, for ``replacement``
     replacement: str | None = None
 
 
@@ -26,12 +30,9 @@ VERSIONED_SLURM_CONF_KEYS: tuple[VersionedKey, ...] = (
     VersionedKey("MetricsType", since="25.11"),
     VersionedKey("MetricsParameters", since="25.11"),
     VersionedKey("NamespaceType", since="25.11"),
-    VersionedKey("JobContainerType", removed_in="25.11", replacement="NamespaceType"),
+    VersionedKey("JobContainerType", deprecated_in="25.11", replacement="NamespaceType"),
     VersionedKey("PrologTimeout", since="25.05"),
     VersionedKey("EpilogTimeout", since="25.05"),
-    VersionedKey(
-        "PrologEpilogTimeout", removed_in="25.05", replacement="PrologTimeout and EpilogTimeout"
-    ),
     VersionedKey("AccountingStorageUser", removed_in="25.11"),
 )
 
@@ -56,4 +57,10 @@ def key_problem(key: str, version: str) -> str | None:
         if entry.removed_in and at_least(version, entry.removed_in):
             hint = f"; use {entry.replacement}" if entry.replacement else ""
             return f"{entry.key} was removed in Slurm {entry.removed_in}{hint}"
+        if entry.deprecated_in and at_least(version, entry.deprecated_in):
+            return (
+                f"{entry.key} was replaced by {entry.replacement} in Slurm "
+                f"{entry.deprecated_in} (slurmctld warns that it will be removed); use "
+                f"{entry.replacement}"
+            )
     return None
