@@ -468,6 +468,39 @@ def test_unusual_but_valid_kubernetes_input_is_accepted(changes):
     load_spec(mutate(BASE, changes))
 
 
+# Lines Slurm's parser takes that look unusual (slurm_stack/spec/slurm_options.py).
+SLURM_LINES_VALID = [
+    pytest.param({"controller.slurmConfExtra": ["maxjobcount=500k"]}, id="any-case-and-K"),
+    pytest.param({"controller.slurmConfExtra": ["Prolog=/a", "Prolog=/b"]}, id="array-key-twice"),
+    pytest.param(
+        {"controller.slurmConfExtra": ['DownNodes=n1 State=DOWN Reason="bad psu"']},
+        id="line-key-with-its-options-and-a-quoted-value",
+    ),
+    pytest.param(
+        {"controller.slurmConfExtra": ["PowerAction=off Location=slurmd Program=/bin/off"]},
+        id="power-action-on-26.05",
+    ),
+    pytest.param({"controller.slurmConfExtra": ["PrologEpilogTimeout=120"]}, id="26.05-reads-it"),
+    pytest.param({"controller.slurmConfExtra": ["KillWait=0x3c"]}, id="hexadecimal"),
+    pytest.param({"controller.slurmConfExtra": ['MaxJobCount="5000"']}, id="quoted-number"),
+    pytest.param({"workerPools[0].nodeConfExtra": ["TmpDisk=INFINITE"]}, id="node-infinite"),
+    pytest.param({"workerPools[0].nodeConfExtra": ["cpus=4"]}, id="node-any-case"),
+    pytest.param(
+        {"partitions[0].options": ["oversubscribe=FORCE:4", "Hidden=yes", "LLN=1"]},
+        id="partition-any-case-and-booleans",
+    ),
+    pytest.param(
+        {"slurmVersion": "24.11", "partitions[0].options": ["MaxNodes=UNLIMITED"]},
+        id="partition-unlimited-on-24.11",
+    ),
+]
+
+
+@pytest.mark.parametrize("changes", SLURM_LINES_VALID)
+def test_unusual_but_valid_slurm_lines_are_accepted(changes):
+    load_spec(mutate(BASE, changes))
+
+
 # `pulumi config set --path` (and YAML) turn `true` and `42` into bool and int; Kubernetes
 # label, annotation and node selector values are strings, so the spec takes their text.
 SCALAR_TEXT = [
@@ -856,6 +889,258 @@ INVALID = [
         "workerPools[0].nodeConfExtra[0]",
         "Weight comes from the pool's weight",
         id="owned-node-conf-Weight",
+    ),
+    # ---- slurm.conf lines, node options and partition options, as Slurm's parser reads them
+    # (slurm_stack/spec/slurm_options.py, tables from read_config.c in slurm_stack/spec/data)
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCont=50000"]},
+        "controller.slurmConfExtra[0]",
+        "'MaxJobCont' is not a slurm.conf option Slurm 26.05 knows; did you mean MaxJobCount?",
+        id="slurm-conf-unknown-key-did-you-mean",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["CoreSpecCnt=2"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "'CoreSpecCnt' is not a node option (NodeName line) Slurm 26.05 knows; did you mean "
+        "CoreSpecCount?",
+        id="node-conf-unknown-key-did-you-mean",
+    ),
+    bad(
+        {"partitions[1].options": ["Hiden=YES"]},
+        "partitions[1].options[0]",
+        "'Hiden' is not a partition option (PartitionName line) Slurm 26.05 knows; did you mean "
+        "Hidden?",
+        id="partition-option-unknown-key-did-you-mean",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "controller.slurmConfExtra": ["HealthCheckTimeout=30"]},
+        "controller.slurmConfExtra[0]",
+        "'HealthCheckTimeout' is not a slurm.conf option Slurm 24.11 knows; Slurm 26.05 knows it",
+        id="slurm-conf-key-of-the-other-version",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "partitions[0].options": ["Topology=default"]},
+        "partitions[0].options[0]",
+        "'Topology' is not a partition option (PartitionName line) Slurm 24.11 knows; Slurm 26.05",
+        id="partition-option-of-the-other-version",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "workerPools[0].nodeConfExtra": ["topology=default"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "'topology' is not a node option (NodeName line) Slurm 24.11 knows; Slurm 26.05 knows it",
+        id="node-option-of-the-other-version-any-case",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["PowerAction=off Locaton=slurmd Program=/bin/off"]},
+        "controller.slurmConfExtra[0]",
+        "'Locaton' is not an option of a PowerAction line Slurm 26.05 knows; did you mean "
+        "Location?",
+        id="slurm-conf-line-key-unknown-option",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount=5 MaxArraySize=10"]},
+        "controller.slurmConfExtra[0]",
+        "holds a second Key=Value pair, 'MaxArraySize=10': give one Key=Value per item (one item "
+        "per line)",
+        id="slurm-conf-two-pairs-in-one-item",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["CoreSpecCount=2 RealMemory=1000"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "holds a second Key=Value pair, 'RealMemory=1000'",
+        id="node-conf-two-pairs-in-one-item",
+    ),
+    bad(
+        {"partitions[1].options": ["PriorityTier=10 Hidden=YES"]},
+        "partitions[1].options[0]",
+        "holds a second Key=Value pair, 'Hidden=YES'",
+        id="partition-option-two-pairs-in-one-item",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["DownNodes=n1 State=DOWN State=DRAIN"]},
+        "controller.slurmConfExtra[0]",
+        "State is set twice on this line: Slurm keeps only the last one",
+        id="slurm-conf-line-key-option-twice",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["Include=/etc/slurm/site.conf"]},
+        "controller.slurmConfExtra[0]",
+        "the Include directive is refused",
+        id="include-with-equals",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount=5", "include /etc/slurm/site.conf"]},
+        "controller.slurmConfExtra[1]",
+        "the Include directive is refused",
+        id="include-directive",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["INCLUDE"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "the Include directive is refused",
+        id="include-upper-case-alone",
+    ),
+    bad(
+        {"partitions[0].options": ["include=x"]},
+        "partitions[0].options[0]",
+        "the Include directive is refused",
+        id="include-in-partition-options",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount=lots"]},
+        "controller.slurmConfExtra[0]",
+        "MaxJobCount takes a whole number from 0 to 4294967295, K for x1024 or UNLIMITED, "
+        "got 'lots'",
+        id="slurm-conf-uint32-not-a-number",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["TreeWidth=70000"]},
+        "controller.slurmConfExtra[0]",
+        "TreeWidth takes a whole number from 0 to 65535 or UNLIMITED, got '70000': it is greater "
+        "than 65535",
+        id="slurm-conf-uint16-too-big",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["KillWait=08"]},
+        "controller.slurmConfExtra[0]",
+        "KillWait takes a whole number",  # strtoul reads a leading 0 as octal
+        id="slurm-conf-not-octal",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["UsePAM=maybe"]},
+        "controller.slurmConfExtra[0]",
+        "UsePAM takes YES or NO (Slurm also reads TRUE/FALSE, UP/DOWN, 1/0), got 'maybe'",
+        id="slurm-conf-boolean",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["RealMemory=250G"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "RealMemory takes a whole number from 0 to 18446744073709551615, K for x1024 or "
+        "UNLIMITED, got '250G'",
+        id="node-conf-memory-with-a-unit",
+    ),
+    bad(
+        {"partitions[0].options": ["MaxNodes=-1"]},
+        "partitions[0].options[0]",
+        "got '-1': Slurm refuses a '-' here",
+        id="partition-option-negative",
+    ),
+    bad(
+        {"partitions[0].options": ["ExclusiveUser=on"]},
+        "partitions[0].options[0]",
+        "ExclusiveUser takes YES or NO",
+        id="partition-option-boolean",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["CoreSpecCount=2 FEATURE=fast"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "FEATURE comes from the pool's features",
+        2,  # and: a second Key=Value pair
+        id="owned-node-conf-key-second-and-in-another-case",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["Features=fast"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "Features (Slurm's old spelling of Feature) comes from the pool's features",
+        id="owned-node-conf-key-old-spelling",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["Port=7000"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "Port comes from slurm-stack (slurmd listens on SlurmdPort 6818",
+        id="owned-node-conf-port",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ['Reason="NodeName=x"']},
+        "workerPools[0].nodeConfExtra[0]",
+        "slurmd stops when its --conf contains 'NodeName=' anywhere",
+        id="node-conf-node-name-in-a-value",
+    ),
+    bad(
+        {"partitions[1].options": ["nodes=cpu"]},
+        "partitions[1].options[0]",
+        "nodes comes from the partition's pools, not options",
+        id="owned-partition-key-any-case",
+    ),
+    bad(
+        {"partitions[1].options": ["Hidden=YES", "state=DOWN"]},
+        "partitions[1].options[1]",
+        "state comes from slurm-stack (State=UP), not options",
+        id="owned-partition-key-State",
+    ),
+    bad(
+        {"partitions[0].options": ["DisableRootJobs=NO"]},
+        "partitions[0].options[0]",
+        "DisableRootJobs comes from jail.allowRootJobs, not options",
+        id="owned-partition-key-root-jobs",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["ControlMachine=elsewhere"]},
+        "controller.slurmConfExtra[0]",
+        "ControlMachine (Slurm's old spelling of SlurmctldHost) is set by slurm-stack",
+        id="owned-slurm-conf-key-old-spelling",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["ClusterName=a", "clustername=b"]},
+        "controller.slurmConfExtra[1]",
+        "clustername is set by slurm-stack; configure it through cluster.name",
+        2,
+        id="owned-slurm-conf-key-twice",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount=5", "maxjobcount=6"]},
+        "controller.slurmConfExtra[1]",
+        "maxjobcount is also set by controller.slurmConfExtra[0]: Slurm keeps only the last one",
+        id="slurm-conf-key-twice",
+    ),
+    bad(
+        {"partitions[0].options": ["OverSubscribe=NO", "Shared=YES"]},
+        "partitions[0].options[1]",
+        "Shared is Slurm's old spelling of OverSubscribe: write OverSubscribe= instead",
+        id="partition-option-old-spelling",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["Procs=4"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "Procs is Slurm's old spelling of CPUs",
+        id="node-conf-old-spelling",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["CoreSpecPlugin=core_spec/none"]},
+        "controller.slurmConfExtra[0]",
+        "CoreSpecPlugin is defunct in Slurm 26.05",
+        id="slurm-conf-defunct-key",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["SallocDefaultCommand=srun"]},
+        "controller.slurmConfExtra[0]",
+        "SallocDefaultCommand: Slurm 26.05 stops at start with 'SallocDefaultCommand has been "
+        "removed",
+        id="slurm-conf-key-the-daemon-stops-on",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "controller.slurmConfExtra": ["AccountingStorageLoc=/x"]},
+        "controller.slurmConfExtra[0]",
+        "AccountingStorageLoc: Slurm 24.11 stops at start",
+        id="slurm-conf-key-the-24.11-daemon-stops-on",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount = 5"]},
+        "controller.slurmConfExtra[0]",
+        "write it without spaces around '='",
+        id="slurm-conf-spaces-around-equals",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["MaxJobCount=5 # enough"]},
+        "controller.slurmConfExtra[0]",
+        "contains '#', which starts a comment in slurm.conf",
+        id="slurm-conf-comment",
+    ),
+    bad(
+        {"partitions[0].options": ["MaxNodes+=2"]},
+        "partitions[0].options[0]",
+        "write 'MaxNodes=value': Slurm reads 'MaxNodes+=' here as plain '='",
+        id="partition-option-operator",
     ),
     bad(
         {"login.sshdExtra": ["MaxSessions 20", "ChrootDirectory none"]},

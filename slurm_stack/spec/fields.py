@@ -9,10 +9,10 @@ from cronsim import CronSim, CronSimError
 from pydantic import AfterValidator
 
 from slurm_stack.spec.quantity import parse_quantity
+from slurm_stack.spec.slurm_options import EXAMPLE, parse_line
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GRES_TYPE = re.compile(r"^[A-Za-z0-9_]+$")
-_SLURM_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*)=(?P<value>\S.*)$")
 _SSHD_LINE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*)\s+(?P<value>\S.*)$")
 _IMAGE_NAME = r"[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
 _IMAGE_REF = re.compile(
@@ -21,8 +21,6 @@ _IMAGE_REF = re.compile(
 )
 _IMAGE_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 _IMAGE_REGISTRY = re.compile(rf"^{_IMAGE_NAME}$")
-# Partition keys the partition line itself carries.
-OWNED_PARTITION_KEYS = ("PartitionName", "Nodes", "Default", "MaxTime", "State")
 _SSH_KEY_TYPES = (
     "ssh-ed25519",
     "ssh-rsa",
@@ -179,11 +177,13 @@ def host_directory(value: str) -> str:
 
 
 def slurm_key_value(value: str) -> str:
-    """One raw ``Key=Value`` line for slurm.conf or a dynamic node's --conf."""
-    if not _SLURM_KEY_VALUE.fullmatch(value.strip()) or "\n" in value:
-        raise ValueError(
-            f"{value!r} is not a single 'Key=Value' line (example: 'MaxJobCount=50000')"
-        )
+    """One ``Key=Value`` line for slurm.conf, a dynamic node's --conf or a partition line, as
+    Slurm's parser reads it (slurm_options.parse_line). Which keys and values the chosen Slurm
+    version takes, and which keys slurm-stack sets itself, the rules check
+    (rules.slurm_lines)."""
+    if "\n" in value:
+        raise ValueError(f"{value!r} is not a single 'Key=Value' line {EXAMPLE}")
+    parse_line(value)
     return value.strip()
 
 
@@ -336,16 +336,9 @@ def cron_schedule(value: str) -> str:
 
 
 def partition_option(value: str) -> str:
-    """A partition option that does not repeat what the partition line already carries."""
-    value = slurm_key_value(value)
-    owned = {key.lower(): key for key in OWNED_PARTITION_KEYS}
-    key = key_of(value).lower()
-    if key in owned:
-        raise ValueError(
-            f"{owned[key]} is set from the partition's own fields (name, pools, default, "
-            "maxTime), not options"
-        )
-    return value
+    """A `Key=Value` option of a partition's line; the keys the line already carries are
+    refused by rules.slurm_lines, with the version's other partition options."""
+    return slurm_key_value(value)
 
 
 def key_of(line: str) -> str:

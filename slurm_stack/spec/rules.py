@@ -10,9 +10,9 @@ from typing import Any
 
 from slurm_stack.naming import MAX_STATEFULSET_NAME, RESERVED_POOL_NAMES, pool_name
 from slurm_stack.spec.errors import SpecIssue, join_path
-from slurm_stack.spec.fields import key_of
 from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool, derived_id
 from slurm_stack.spec.quantity import parse_quantity
+from slurm_stack.spec.slurm_options import NODE, PARTITION, SLURM_CONF, Owned, field_issues
 from slurm_stack.spec.sshd import sshd_line_problem
 from slurm_stack.spec.versions import at_least, key_problem
 
@@ -65,7 +65,26 @@ OWNED_NODE_CONF_KEYS = {
     "nodename": "the pod's hostname",
     "nodehostname": "the pod's hostname",
     "nodeaddr": "the pod's address",
+    "port": "slurm-stack (slurmd listens on SlurmdPort 6818, which Services and probes use)",
+    "gresconf": "the pool's gpus / gpuType (slurm-stack writes gres.conf)",
 }
+
+# Options of a partition's line that its own fields (or slurm-stack) set.
+OWNED_PARTITION_KEYS = {
+    "partitionname": "the partition's name",
+    "nodes": "the partition's pools",
+    "default": "the partition's default",
+    "maxtime": "the partition's maxTime",
+    "state": "slurm-stack (State=UP)",
+    # A partition's DisableRootJobs overrides slurm.conf's, which jail.allowRootJobs sets.
+    "disablerootjobs": "jail.allowRootJobs",
+}
+
+SLURM_CONF_LINES = Owned(
+    OWNED_SLURM_CONF_KEYS, "{key} is set by slurm-stack; configure it through {where}"
+)
+NODE_LINES = Owned(OWNED_NODE_CONF_KEYS, "{key} comes from {where}")
+PARTITION_LINES = Owned(OWNED_PARTITION_KEYS, "{key} comes from {where}, not options")
 
 DB_PASSWORD_CONFIG_KEY = "slurm-stack:accountingDbPassword"
 LDAP_PASSWORD_CONFIG_KEY = "slurm-stack:ldapBindPassword"
@@ -217,33 +236,38 @@ def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                 f"requeue_delay needs Slurm 26.05 or newer; slurmVersion is {version} (before "
                 "26.05 a requeued job waits AuthInfo's cred_expire, 120 s by default)",
             )
-    extras = _get(controller, "slurmConfExtra", [])
-    for i, line in enumerate(extras if isinstance(extras, list) else []):
-        if not isinstance(line, str):
-            continue
-        key = key_of(line)
-        if problem := key_problem(key, version):
-            yield SpecIssue(join_path("controller", "slurmConfExtra", i), problem)
-        elif key.lower() in OWNED_SLURM_CONF_KEYS:
-            yield SpecIssue(
-                join_path("controller", "slurmConfExtra", i),
-                f"{key} is set by slurm-stack; configure it through "
-                f"{OWNED_SLURM_CONF_KEYS[key.lower()]}",
-            )
+
+
+def slurm_lines(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """slurm.conf lines, dynamic node options and partition options as the chosen Slurm
+    version's daemons parse them (slurm_options.field_issues: its option tables, one Key=Value
+    per item, values of the key's type), none of them a key slurm-stack sets."""
+    version = _version(raw)
+    extras = _get(_get(raw, "controller", {}), "slurmConfExtra", [])
+    if isinstance(extras, list):
+        yield from field_issues(
+            ("controller", "slurmConfExtra"),
+            extras,
+            SLURM_CONF,
+            version,
+            SLURM_CONF_LINES,
+            lambda key: key_problem(key, version),
+        )
+    for i, pool in _items(raw, "workerPools"):
+        extras = _get(pool, "nodeConfExtra", [])
+        if isinstance(extras, list):
+            path = ("workerPools", i, "nodeConfExtra")
+            yield from field_issues(path, extras, NODE, version, NODE_LINES)
+    for i, partition in _items(raw, "partitions"):
+        options = _get(partition, "options", [])
+        if isinstance(options, list):
+            path = ("partitions", i, "options")
+            yield from field_issues(path, options, PARTITION, version, PARTITION_LINES)
 
 
 def owned_lines_not_overridden(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
-    """Extra node conf and sshd lines do not override what slurm-stack sets, and sshd lines
-    name keywords the login image's sshd knows (slurm_stack/spec/sshd.py)."""
-    for i, pool in _items(raw, "workerPools"):
-        extras = _get(pool, "nodeConfExtra", [])
-        for j, line in enumerate(extras if isinstance(extras, list) else []):
-            key = key_of(line).lower() if isinstance(line, str) else ""
-            if key in OWNED_NODE_CONF_KEYS:
-                yield SpecIssue(
-                    join_path("workerPools", i, "nodeConfExtra", j),
-                    f"{key_of(line)} comes from {OWNED_NODE_CONF_KEYS[key]}",
-                )
+    """Extra sshd lines do not override what slurm-stack sets, and name keywords the login
+    image's sshd knows (slurm_stack/spec/sshd.py)."""
     extras = _get(_get(raw, "login", {}), "sshdExtra", [])
     for j, line in enumerate(extras if isinstance(extras, list) else []):
         if isinstance(line, str) and (problem := sshd_line_problem(line, _version(raw))):
@@ -481,6 +505,7 @@ RULES: tuple[Rule, ...] = (
     partitions_know_their_pools,
     node_count_fits,
     version_specific_options,
+    slurm_lines,
     owned_lines_not_overridden,
     resources_make_sense,
     submounts_do_not_collide,
