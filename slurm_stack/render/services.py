@@ -132,4 +132,5 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         settings=settings,
         extra=extra,
         root_session=paths.ROOT_SESSION,
+        jail=paths.JAIL_DIR,
     )

@@ -180,6 +180,32 @@ def test_root_over_ssh_is_jail_root_without_the_way_out_of_the_chroot(
     assert escape.returncode != 0 and "Operation not permitted" in escape.stderr
     assert cluster.login_as("root", key, "cat /.slurm-stack-populated").returncode == 0
 
+    # Files of the jail that root can change and that a session runs: each runs without
+    # SYS_CHROOT, or not at all (sshd does not chroot root; root-session does, then drops it).
+    record = 'grep CapEff /proc/self/status > "{}"\n'
+    (cluster.jail / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
+    planted = {
+        cluster.jail / "etc" / "ssh" / "sshrc": "/tmp/sshrc-caps",
+        cluster.jail / "root" / ".bashrc": "/tmp/bashrc-caps",
+    }
+    saved = {path: path.read_text() if path.exists() else None for path in planted}
+    try:
+        for path, out in planted.items():
+            path.write_text((saved[path] or "") + record.format(out))
+        cluster.ok(cluster.login_as("root", key, "true"))
+        shell = cluster.login_as("root", key, "echo $0; grep CapEff /proc/self/status")
+        assert "CapEff" in shell.stdout
+        for out in planted.values():
+            found = cluster.login_as("root", key, f"cat {out} 2>/dev/null").stdout.split()
+            if found:  # it ran: then without SYS_CHROOT
+                assert not int(found[1], 16) & 1 << 18, (out, found)
+    finally:
+        for path, text in saved.items():
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_text(text)
+
 
 def test_an_interactive_step_gets_its_terminal_inside_the_jail(cluster: Cluster) -> None:
     command = [
