@@ -1,5 +1,6 @@
 """Shared fixtures: the stack programs run once per session under the mock engine."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,13 @@ def dev_run() -> ProgramRun:
 def prod_run() -> ProgramRun:
     """`__main__.py` with the production example stack file."""
     return run_stack(PROD_STACK)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each real-Slurm test's name, outcome and time as it ends (they take minutes in all)."""
+    if report.when == "call" and "cluster" in report.keywords:
+        print(
+            f"\n[real Slurm] {report.nodeid}: {report.outcome} in {report.duration:.0f}s",
+            file=sys.__stderr__,
+            flush=True,
+        )
