@@ -478,9 +478,10 @@ class WorkerPool(TypedDict, total=False):
     )
     node_conf_extra: NotRequired[list[str]]
     (
-        "Extra `Key=Value` settings of the pool's dynamic nodes (`slurmd -Z --conf`), such as "
-        "RealMemory or CPUs; keys that come from the pool's fields or the pod (Feature, Gres, "
-        "Weight, NodeName, NodeHostname, NodeAddr) are refused."
+        "Extra `Key=Value` settings of the pool's dynamic nodes (`slurmd -Z --conf`), one per "
+        "item, such as RealMemory or CPUs, checked against the node options of the stack's Slurm "
+        "version; keys that come from the pool's fields or the pod (Feature, Gres, GresConf, "
+        "Weight, NodeName, NodeHostname, NodeAddr, Port) are refused."
     )
     submounts: NotRequired[list[Submount]]
     (
@@ -523,8 +524,10 @@ class Partition(TypedDict, total=False):
     )
     options: NotRequired[list[str]]
     (
-        "Extra `Key=Value` options appended to the partition's line; PartitionName, Nodes, "
-        "Default, MaxTime and State come from the fields above and are refused."
+        "Extra `Key=Value` options appended to the partition's line, one per item, checked against "
+        "the partition options of the stack's Slurm version; PartitionName, Nodes, Default, "
+        "MaxTime and State come from the fields above, and DisableRootJobs from "
+        "`jail.allowRootJobs`: they are refused."
     )
 
 

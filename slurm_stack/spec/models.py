@@ -653,9 +653,10 @@ class WorkerPool(SpecModel):
     weight: int = Field(default=1, ge=0, le=65533)
     """Slurm node Weight of the pool's nodes: Slurm allocates nodes of lower weight first."""
     node_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
-    """Extra `Key=Value` settings of the pool's dynamic nodes (`slurmd -Z --conf`), such as
-    RealMemory or CPUs; keys that come from the pool's fields or the pod (Feature, Gres,
-    Weight, NodeName, NodeHostname, NodeAddr) are refused."""
+    """Extra `Key=Value` settings of the pool's dynamic nodes (`slurmd -Z --conf`), one per
+    item, such as RealMemory or CPUs, checked against the node options of the stack's Slurm
+    version; keys that come from the pool's fields or the pod (Feature, Gres, GresConf,
+    Weight, NodeName, NodeHostname, NodeAddr, Port) are refused."""
     submounts: list[Submount] = Field(default_factory=list)
     """Volumes bound into the jail of the jobs on this pool's nodes only (node-local scratch,
     memory, node directories, claims)."""
@@ -720,8 +721,10 @@ class Partition(SpecModel):
     """Slurm's MaxTime, the longest a job may run: `UNLIMITED`, `INFINITE`, or a Slurm time such
     as '60' (minutes), '12:00:00' or '7-00:00:00'."""
     options: list[PartitionOption] = Field(default_factory=list)
-    """Extra `Key=Value` options appended to the partition's line; PartitionName, Nodes,
-    Default, MaxTime and State come from the fields above and are refused."""
+    """Extra `Key=Value` options appended to the partition's line, one per item, checked
+    against the partition options of the stack's Slurm version; PartitionName, Nodes,
+    Default, MaxTime and State come from the fields above, and DisableRootJobs from
+    `jail.allowRootJobs`: they are refused."""
 
     @field_validator("name")
     @classmethod
