@@ -162,11 +162,13 @@ def test_extra_lines_leave_root_in_its_session_and_keys_to_slurm_stack(slurm_ver
     assert root.returncode == 0, root.stderr
     settings = _settings(root.stdout)
     # A global ForceCommand is alice's; root's Match block, after every extra line, wins.
-    assert settings["forcecommand"] == paths.ROOT_SESSION
-    assert settings["chrootdirectory"] == paths.JAIL_DIR
+    assert settings["forcecommand"] == f"{paths.ROOT_SESSION} {paths.JAIL_DIR}"
+    # sshd does not chroot root: root-session does, after dropping SYS_CHROOT.
+    assert settings["chrootdirectory"] == "none"
     assert settings["authorizedkeyscommand"] == f"{paths.AUTHORIZED_KEYS_COMMAND} %u"
     alice = run_sshd(image, text, tmp_path, "-T", connection[0], connection[1].format("alice"))
     assert _settings(alice.stdout)["forcecommand"] == "/usr/bin/true"
+    assert _settings(alice.stdout)["chrootdirectory"] == paths.JAIL_DIR
     assert _settings(alice.stdout)["x11forwarding"] == "yes"
 
 
