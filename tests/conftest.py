@@ -1,6 +1,7 @@
 """Shared fixtures: the stack programs run once per session under the mock engine."""
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,25 @@ def dev_run() -> ProgramRun:
 def prod_run() -> ProgramRun:
     """`__main__.py` with the production example stack file."""
     return run_stack(PROD_STACK)
+
+
+def _say(config: pytest.Config, message: str) -> None:
+    """A line on the terminal as it happens, past pytest's output capture."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n[real Slurm] {message}", flush=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):  # type: ignore[type-arg]
+    """A real-Slurm stack's boot (a module or session fixture there), and the time it took."""
+    if fixturedef.scope == "function" or "cluster" not in request.keywords:
+        yield
+        return
+    _say(request.config, f"{fixturedef.argname}: booting its stack in the sandbox")
+    started = time.monotonic()
+    yield
+    _say(request.config, f"{fixturedef.argname}: up in {time.monotonic() - started:.0f}s")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -8,7 +8,6 @@ from `images/` and started from the rendered manifests. They need root and podma
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -136,8 +135,6 @@ def boot_stack(
     if shutil.which("podman") is None and os.environ.get("CI") != "true":
         pytest.skip("podman is not installed: run `bash scripts/setup-podman.sh` first")
     cluster_config = document["config"]["slurm-stack:cluster"]
-    started = time.monotonic()
-    progress(f"booting stack {cluster_config['name']!r} in the sandbox")
     version = os.environ.get("SLURM_STACK_TEST_SLURM_VERSION")
     if version:  # the other supported major: `SLURM_STACK_TEST_SLURM_VERSION=24.11`
         cluster_config["slurmVersion"] = version
@@ -151,14 +148,7 @@ def boot_stack(
     sandbox.up()
     cluster = Cluster(sandbox, stack_file)
     wait_for("every worker idle", lambda: cluster.all_idle(expected_nodes), timeout=120)
-    progress(f"stack {cluster_config['name']!r} up in {time.monotonic() - started:.0f}s")
     return cluster
-
-
-def progress(message: str) -> None:
-    """A line on the terminal as it happens, past pytest's output capture: the real-Slurm
-    tier runs for minutes and `scripts/test.sh` shows where it is."""
-    print(f"\n[real Slurm] {message}", file=sys.__stderr__, flush=True)
 
 
 def tear_down(cluster: Cluster) -> None:
