@@ -33,16 +33,26 @@ def _say(config: pytest.Config, message: str) -> None:
         print(f"\n[real Slurm] {message}", flush=True)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):  # type: ignore[type-arg]
-    """A real-Slurm stack's boot (a module or session fixture there), and the time it took."""
-    if fixturedef.scope == "function" or "cluster" not in request.keywords:
+class _FixtureTimes:
+    """The real-Slurm tier's module and session fixtures (the test stacks' boots among them,
+    each named after its stack) as they start and end, with the time each took. A plugin of
+    its own: a conftest's hook would not see session fixtures, which belong to the root."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def,type-arg]
+        real_slurm = fixturedef.baseid.startswith("tests/cluster")
+        if fixturedef.scope == "function" or not real_slurm:
+            yield
+            return
+        _say(request.config, f"fixture {fixturedef.argname}: setting up")
+        started = time.monotonic()
         yield
-        return
-    _say(request.config, f"{fixturedef.argname}: booting its stack in the sandbox")
-    started = time.monotonic()
-    yield
-    _say(request.config, f"{fixturedef.argname}: up in {time.monotonic() - started:.0f}s")
+        took = time.monotonic() - started
+        _say(request.config, f"fixture {fixturedef.argname}: ready in {took:.0f}s")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_FixtureTimes(), "slurm-stack-fixture-times")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
