@@ -673,6 +673,12 @@ INVALID = [
         "tolerationSeconds applies only to effect NoExecute",
         id="toleration-seconds-without-no-execute",
     ),
+    bad(
+        {"login.sshdExtra": ["Subsystem backup /usr/lib/backup-server"]},
+        "login.sshdExtra[0]",
+        "Subsystem is set by slurm-stack: slurm-stack offers sftp",
+        id="sshd-subsystem-replaces-sftp",
+    ),
     # ---- submount paths that would hide what the jail needs
     bad(
         {"workerPools[0].submounts": [_empty(path="/etc/site")]},

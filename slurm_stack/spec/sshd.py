@@ -54,6 +54,11 @@ OWNED_SSHD_KEYWORDS = {
         ("Port", _SERVICE),
         ("PidFile", "sshd writes it as root in the login pod"),
         (
+            "Subsystem",
+            "slurm-stack offers sftp (internal-sftp, in the jail); a Subsystem line would "
+            "replace that whole keyword, sftp included",
+        ),
+        (
             "Match",
             "a Match line makes every later line conditional, and root's restricted session "
             "is slurm-stack's own Match block",
