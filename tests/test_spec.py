@@ -1928,7 +1928,7 @@ INVALID = [
         id="jail-without-storage-class-or-claim",
     ),
     bad(
-        {"jail.submounts": [_pvc("home", "/home", size="1Ti")]},
+        {"jail.submounts": [_pvc("home", "/shared", size="1Ti")]},
         "jail.submounts[0].size",
         "jail submount 'home' is shared by login and workers, so it needs existingClaim, "
         "not a per-node size",

@@ -8,8 +8,10 @@ from pydantic import BaseModel, ValidationError
 
 from slurm_stack.spec.errors import CONFIG_KEY, KeyProblem, SpecError, SpecIssue, join_path
 from slurm_stack.spec.models import ClusterSpec
+from slurm_stack.spec.relations import relation_issues
 from slurm_stack.spec.rules import RuleContext, cross_field_issues
 from slurm_stack.spec.text import text_issues
+from slurm_stack.spec.walk import model_for, unwrap
 
 
 def load_spec(
@@ -32,16 +34,18 @@ def load_spec(
     text = list(text_issues(raw, ClusterSpec))
     issues = [*text, *cross_field_issues(raw, context)]
     spec = None
+    refused = {issue.path for issue in text}
+    invalid = set(refused)
     try:
         spec = ClusterSpec.model_validate(raw)
     except ValidationError as exc:
-        # A string the text rule refused is named once, by that rule.
-        refused = {issue.path for issue in text}
-        issues.extend(
-            issue
-            for issue in (_issue_from(error) for error in exc.errors())
-            if issue.path not in refused
-        )
+        for error in exc.errors():
+            issue = _issue_from(error)
+            invalid.add(join_path(*_strip_union_tags(tuple(error["loc"]))))
+            # A string the text rule refused is named once, by that rule.
+            if issue.path not in refused:
+                issues.append(issue)
+    issues.extend(relation_issues(raw, ClusterSpec, invalid))
     if issues or spec is None:
         raise SpecError(issues, config_key)
     return spec
@@ -97,20 +101,14 @@ def _field_type(model: type[BaseModel], alias: str) -> Any:
     return None
 
 
-def _unwrap(annotation: Any) -> Any:
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
 def _step(model: Any, part: Any) -> Any:
     """The type found one location step below ``model``, or _UNION_TAG for a union tag."""
-    model = _unwrap(model)
+    model = unwrap(model)
     origin = typing.get_origin(model)
     if origin in (list, dict):
         return typing.get_args(model)[-1]
     if origin in (typing.Union, types.UnionType):
-        members = [_unwrap(m) for m in typing.get_args(model) if m is not type(None)]
+        members = [unwrap(m) for m in typing.get_args(model) if m is not type(None)]
         for member in members:
             if isinstance(member, type) and issubclass(member, BaseModel):
                 tag = member.model_fields.get("type")
@@ -132,19 +130,20 @@ def _model_at(loc: tuple[Any, ...]) -> Any:
             model = _union_member(model, part)
             continue
         model = step
-    return _unwrap(model)
+    return unwrap(model)
 
 
-def _valid_keys(model: Any) -> list[str]:
-    if isinstance(model, type) and issubclass(model, BaseModel):
+def _valid_keys(annotation: Any) -> list[str]:
+    model = model_for(annotation, None)
+    if model is not None:
         return sorted(field.alias or name for name, field in model.model_fields.items())
     return []
 
 
 def _union_member(model: Any, tag: Any) -> Any:
-    model = _unwrap(model)
+    model = unwrap(model)
     for member in typing.get_args(model):
-        member = _unwrap(member)
+        member = unwrap(member)
         if isinstance(member, type) and issubclass(member, BaseModel):
             field = member.model_fields.get("type")
             if field is not None and tag in typing.get_args(field.annotation):

@@ -1,14 +1,16 @@
 """The cluster spec: one validated, defaults-filled model tree read from stack config.
 
 Field names are snake_case in Python and camelCase in `Pulumi.<stack>.yaml` (aliases).
-Rules that involve one model live here as validators; rules that relate several parts of
-the tree live in `slurm_stack.spec.rules`, so every error is reported in one pass.
+Rules about one field live here as validators, rules that relate a model's own fields as
+relations (`slurm_stack.spec.relations`), and rules that relate several parts of the tree
+in `slurm_stack.spec.rules`: all of them run in one pass, so every error is reported.
 """
 
 import hashlib
 import ipaddress
 import math
 import re
+from collections.abc import Iterator
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
@@ -17,9 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationInfo,
     field_validator,
-    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -49,6 +49,7 @@ from slurm_stack.spec.fields import (
     message_size_bytes,
 )
 from slurm_stack.spec.quantity import parse_quantity
+from slurm_stack.spec.relations import relation
 from slurm_stack.spec.text import MULTILINE
 from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
 
@@ -108,26 +109,24 @@ class Toleration(SpecModel):
     it stays."""
 
     # Kubernetes' rules for a toleration (ValidateTolerations), each at the key to change.
-    @field_validator("operator")
-    @classmethod
-    def _no_key_needs_exists(cls, operator: str, info: ValidationInfo) -> str:
-        if operator == "Equal" and not info.data.get("key"):
-            raise ValueError("a toleration without a key matches every taint only with Exists")
-        return operator
+    @relation("operator", "key")
+    def _no_key_needs_exists(self) -> Iterator[KeyProblem]:
+        if self.operator == "Equal" and not self.key:
+            yield KeyProblem(
+                "a toleration without a key matches every taint only with Exists", "operator"
+            )
 
-    @field_validator("value")
-    @classmethod
-    def _exists_takes_no_value(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value and info.data.get("operator") == "Exists":
-            raise ValueError("operator Exists matches any value: leave value out")
-        return value
+    @relation("value", "operator")
+    def _exists_takes_no_value(self) -> Iterator[KeyProblem]:
+        if self.value and self.operator == "Exists":
+            yield KeyProblem("operator Exists matches any value: leave value out", "value")
 
-    @field_validator("toleration_seconds")
-    @classmethod
-    def _seconds_only_for_no_execute(cls, seconds: int | None, info: ValidationInfo) -> int | None:
-        if seconds is not None and info.data.get("effect") != "NoExecute":
-            raise ValueError("tolerationSeconds applies only to effect NoExecute")
-        return seconds
+    @relation("tolerationSeconds", "effect")
+    def _seconds_only_for_no_execute(self) -> Iterator[KeyProblem]:
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            yield KeyProblem(
+                "tolerationSeconds applies only to effect NoExecute", "tolerationSeconds"
+            )
 
 
 class Placement(SpecModel):
@@ -286,18 +285,20 @@ class LoginService(SpecModel):
     """CIDR ranges the load balancer admits (`LoadBalancer` only); empty: any address. Also
     the SSH NetworkPolicy's sources when `networkPolicy.sshSourceRanges` is empty."""
 
-    @model_validator(mode="after")
-    def _type_specific_fields(self) -> "LoginService":
+    @relation("nodePort", "type")
+    def _node_port_needs_a_node_port_type(self) -> Iterator[KeyProblem]:
         if self.node_port is not None and self.type == "ClusterIP":
-            raise KeyProblem(
+            yield KeyProblem(
                 "nodePort is only valid with type NodePort or LoadBalancer", "nodePort"
             )
+
+    @relation("loadBalancerSourceRanges", "type")
+    def _source_ranges_need_a_load_balancer(self) -> Iterator[KeyProblem]:
         if self.load_balancer_source_ranges and self.type != "LoadBalancer":
-            raise KeyProblem(
+            yield KeyProblem(
                 "loadBalancerSourceRanges is only valid with type LoadBalancer",
                 "loadBalancerSourceRanges",
             )
-        return self
 
 
 # Ids a declared user or group may have: below 1000 are the jail image's system accounts,
@@ -470,7 +471,21 @@ NODE_LOCAL_HOME = (
 )
 
 
-class EmptyDirSubmount(SpecModel):
+def _under_home(path: str) -> bool:
+    return path == "/home" or path.startswith("/home/")
+
+
+class _NodeLocal:
+    """A submount whose content lives on one Kubernetes node (a mixin: the fields are the
+    submount model's)."""
+
+    @relation("mountPath")
+    def _not_over_home(self) -> Iterator[KeyProblem]:
+        if _under_home(self.mount_path):  # type: ignore[attr-defined]
+            yield KeyProblem(NODE_LOCAL_HOME, "mountPath")
+
+
+class EmptyDirSubmount(_NodeLocal, SpecModel):
     """Node-local scratch on the pod's node disk."""
 
     type: Literal["emptyDir"]
@@ -485,7 +500,7 @@ class EmptyDirSubmount(SpecModel):
     """The emptyDir's sizeLimit, a Kubernetes quantity; unset: no limit of its own."""
 
 
-class MemorySubmount(SpecModel):
+class MemorySubmount(_NodeLocal, SpecModel):
     """An in-memory (tmpfs) submount; its size counts against the pod's memory."""
 
     type: Literal["memory"]
@@ -501,7 +516,7 @@ class MemorySubmount(SpecModel):
     pool's in-memory submounts are taken out of its nodes' RealMemory."""
 
 
-class HostPathSubmount(SpecModel):
+class HostPathSubmount(_NodeLocal, SpecModel):
     """A directory of the Kubernetes node (local NVMe, caches), never one of the node's own
     system directories (`/etc`, `/run`, the kubelet's and container runtime's state …)."""
 
@@ -543,31 +558,25 @@ class PvcSubmount(SpecModel):
     read_only: bool = False
     """Mount it read-only."""
 
-    @model_validator(mode="after")
-    def _claim_or_template(self) -> "PvcSubmount":
+    @relation("existingClaim", "size")
+    def _claim_or_template(self) -> Iterator[KeyProblem]:
         if (self.existing_claim is None) == (self.size is None):
-            raise KeyProblem(
+            yield KeyProblem(
                 "give exactly one of existingClaim (use a claim that exists) or size "
                 "(a new claim per node)",
                 "size" if self.size is not None else "existingClaim",
             )
-        return self
+
+    @relation("mountPath", "existingClaim")
+    def _per_node_claim_not_over_home(self) -> Iterator[KeyProblem]:
+        if self.existing_claim is None and _under_home(self.mount_path):
+            yield KeyProblem(NODE_LOCAL_HOME, "mountPath")
 
 
 Submount = Annotated[
     EmptyDirSubmount | MemorySubmount | HostPathSubmount | PvcSubmount,
     Field(discriminator="type"),
 ]
-
-
-def node_local_home(submounts: list["Submount"]) -> KeyProblem | None:
-    """A node-local submount (all but a pvc with existingClaim) at or under /home."""
-    for i, submount in enumerate(submounts):
-        shared = isinstance(submount, PvcSubmount) and submount.existing_claim is not None
-        path = submount.mount_path
-        if not shared and (path == "/home" or path.startswith("/home/")):
-            return KeyProblem(NODE_LOCAL_HOME, "submounts", i, "mountPath")
-    return None
 
 
 DEFAULT_DRAIN_WAIT_SECONDS = 300
@@ -602,15 +611,14 @@ class PoolDrain(SpecModel):
             )
         return value
 
-    @model_validator(mode="after")
-    def _no_deadline_with_wait(self) -> "PoolDrain":
+    @relation("policy", "waitSeconds")
+    def _no_deadline_with_wait(self) -> Iterator[KeyProblem]:
         if self.policy == "wait" and self.wait_seconds is not None:
-            raise KeyProblem(
+            yield KeyProblem(
                 "waitSeconds is a deadline and policy 'wait' has none: drop waitSeconds, or "
                 "use policy 'requeue' or 'cancel'",
                 "waitSeconds",
             )
-        return self
 
     @property
     def effective_wait_seconds(self) -> int | None:
@@ -669,19 +677,25 @@ class WorkerPool(SpecModel):
     placement: Placement = Field(default_factory=Placement)
     """Node selector and tolerations of the pool's pods."""
 
-    def _ram_disks_leave_no_memory(self) -> KeyProblem | None:
+    @relation(
+        "resources.limits.memory",
+        "resources.requests.memory",
+        "submounts[*].type",
+        "submounts[*].sizeLimit",
+    )
+    def _ram_disks_leave_memory(self) -> Iterator[KeyProblem]:
         """In-memory submounts count against the pod's memory: together they must leave
         some for jobs (Slurm's RealMemory is what is left)."""
         memory = self.resources.limits.get("memory") or self.resources.requests.get("memory")
         if not memory:
-            return None
+            return
         room = parse_quantity(memory)
         used = 0
         for i, submount in enumerate(self.submounts):
             if isinstance(submount, MemorySubmount):
                 used += parse_quantity(submount.size_limit)
                 if used >= room:
-                    return KeyProblem(
+                    yield KeyProblem(
                         f"the pool's in-memory submounts take {used / 2**20:.0f}Mi of its "
                         f"{memory} memory, leaving nothing for jobs: make them smaller or "
                         "give the pool more memory",
@@ -689,19 +703,14 @@ class WorkerPool(SpecModel):
                         i,
                         "sizeLimit",
                     )
-        return None
+                    return
 
-    @model_validator(mode="after")
-    def _gpu_type_needs_gpus(self) -> "WorkerPool":
-        if problem := node_local_home(self.submounts):
-            raise problem
-        if problem := self._ram_disks_leave_no_memory():
-            raise problem
+    @relation("gpuType", "gpus")
+    def _gpu_type_needs_gpus(self) -> Iterator[KeyProblem]:
         if self.gpu_type is not None and self.gpus == 0:
-            raise KeyProblem(
+            yield KeyProblem(
                 f"gpuType {self.gpu_type!r} is set but gpus is 0: set gpus to 1-16", "gpus"
             )
-        return self
 
 
 class Partition(SpecModel):
@@ -773,26 +782,14 @@ class Jail(SpecModel):
     there) but holds no capability beyond file and user administration. Off: Slurm refuses
     jobs from root (DisableRootJobs=YES)."""
 
-    @model_validator(mode="after")
-    def _claim_source(self) -> "Jail":
+    @relation("existingClaim", "storageClass")
+    def _claim_source(self) -> Iterator[KeyProblem]:
         if self.existing_claim is None and self.storage_class is None:
-            raise KeyProblem(
+            yield KeyProblem(
                 "the jail needs a ReadWriteMany volume: set storageClass (an RWX class such as "
                 "an NFS or CephFS one) or existingClaim (an RWX claim that exists)",
                 "storageClass",
             )
-        for i, submount in enumerate(self.submounts):
-            if isinstance(submount, PvcSubmount) and submount.existing_claim is None:
-                raise KeyProblem(
-                    f"jail submount {submount.name!r} is shared by login and workers, so it "
-                    "needs existingClaim, not a per-node size",
-                    "submounts",
-                    i,
-                    "size",
-                )
-        if problem := node_local_home(self.submounts):
-            raise problem
-        return self
 
 
 class SecretKeyRef(SpecModel):
@@ -900,22 +897,24 @@ class Accounting(SpecModel):
     placement: Placement = Field(default_factory=Placement)
     """Node selector and tolerations of the slurmdbd pod and the embedded MariaDB pod."""
 
-    @model_validator(mode="after")
-    def _external_needs_host(self) -> "Accounting":
+    @relation("enabled", "mode", "external.host")
+    def _external_needs_host(self) -> Iterator[KeyProblem]:
         if self.enabled and self.mode == "external" and not self.external.host:
-            raise KeyProblem(
+            yield KeyProblem(
                 "mode 'external' needs external.host (the database server's name)",
                 "external",
                 "host",
             )
+
+    @relation("mode", "external.host")
+    def _host_only_for_external(self) -> Iterator[KeyProblem]:
         if self.mode != "external" and self.external.host is not None:
-            raise KeyProblem(
+            yield KeyProblem(
                 f"external.host is used only with mode 'external' (mode is {self.mode!r}): "
                 "remove it, or set mode: external",
                 "external",
                 "host",
             )
-        return self
 
 
 class QuickChecks(SpecModel):
@@ -972,15 +971,14 @@ class NcclBenchmark(SpecModel):
     """Largest message size all_reduce_perf tests (`-e`), in the same form; at least
     `minBytes`."""
 
-    @model_validator(mode="after")
-    def _sizes_in_order(self) -> "NcclBenchmark":
+    @relation("minBytes", "maxBytes")
+    def _sizes_in_order(self) -> Iterator[KeyProblem]:
         if message_size_bytes(self.min_bytes) > message_size_bytes(self.max_bytes):
-            raise KeyProblem(
+            yield KeyProblem(
                 f"minBytes {self.min_bytes!r} is larger than maxBytes {self.max_bytes!r}: "
                 "all_reduce_perf sweeps from minBytes up to maxBytes",
                 "minBytes",
             )
-        return self
 
 
 class HealthChecks(SpecModel):

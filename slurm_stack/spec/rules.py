@@ -373,6 +373,20 @@ def submounts_do_not_collide(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                     yield SpecIssue(where, f"{value!r} is used by more than one submount here")
 
 
+def jail_claims_are_shared(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """A jail submount is mounted by every login and worker pod: a pvc one must be a claim
+    that exists, not one new claim per node."""
+    for i, submount in _items(_get(raw, "jail", {}), "submounts"):
+        per_node = _get(submount, "size") is not None and _get(submount, "existingClaim") is None
+        if _get(submount, "type") == "pvc" and per_node:
+            name = _get(submount, "name")
+            yield SpecIssue(
+                join_path("jail", "submounts", i, "size"),
+                f"jail submount {name!r} is shared by login and workers, so it needs "
+                "existingClaim, not a per-node size",
+            )
+
+
 def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     """The NCCL benchmark has GPU pools to test and a threshold for each GPU type."""
     nccl = _get(_get(raw, "healthChecks", {}), "nccl", {})
@@ -509,6 +523,7 @@ RULES: tuple[Rule, ...] = (
     owned_lines_not_overridden,
     resources_make_sense,
     submounts_do_not_collide,
+    jail_claims_are_shared,
     gpu_health_checks,
     external_db_password,
     user_ids_are_distinct,

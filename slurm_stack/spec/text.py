@@ -7,14 +7,13 @@ Kubernetes names: a newline there would start a line of its own, and a trailing 
 hold line breaks, and no field may hold another control character.
 """
 
-import types
-import typing
 from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
 
 from slurm_stack.spec.errors import SpecIssue, join_path
+from slurm_stack.spec.walk import fields_by_key, item_annotation, model_for
 
 MULTILINE = {"multiline": True}
 """`json_schema_extra` of a field whose value may span lines."""
@@ -28,29 +27,26 @@ def text_issues(raw: Any, model: type[BaseModel]) -> Iterator[SpecIssue]:
 
 
 def _walk(value: Any, annotation: Any, path: tuple[str | int, ...], multiline: bool) -> Iterator:
-    annotation = _unwrap(annotation)
     if isinstance(value, str):
         problem = text_problem(value, multiline=multiline)
         if problem:
             yield SpecIssue(join_path(*path), problem)
         return
-    model = _model_for(annotation, value)
+    model = model_for(annotation, value)
     if model is not None and isinstance(value, dict):
-        fields = {info.alias or name: info for name, info in model.model_fields.items()}
+        fields = fields_by_key(model)
         for key, item in value.items():
-            info = fields.get(key)
-            if info is not None:
+            if key in fields:
+                info = fields[key][1]
                 extra = info.json_schema_extra
                 lines = isinstance(extra, dict) and extra.get("multiline") is True
                 yield from _walk(item, info.annotation, (*path, key), lines)
         return
-    origin = typing.get_origin(annotation)
+    item_type = item_annotation(annotation)
     if isinstance(value, list):
-        item_type = typing.get_args(annotation)[0] if origin is list else Any
         for index, item in enumerate(value):
             yield from _walk(item, item_type, (*path, index), multiline)
     elif isinstance(value, dict):
-        item_type = typing.get_args(annotation)[-1] if origin is dict else Any
         for key, item in value.items():
             if isinstance(key, str) and (problem := text_problem(key, multiline=False)):
                 yield SpecIssue(join_path(*path, key), f"the key {problem}")
@@ -68,29 +64,4 @@ def text_problem(value: str, *, multiline: bool) -> str | None:
             )
     if not multiline and value != value.strip():
         return f"{value!r} has leading or trailing whitespace"
-    return None
-
-
-def _unwrap(annotation: Any) -> Any:
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
-def _model_for(annotation: Any, value: Any) -> type[BaseModel] | None:
-    """The model ``value`` is validated as: the annotation's, or a union member's (picked by
-    the union's `type` tag, as pydantic picks a discriminated union's member)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
-        return None
-    members = [_unwrap(m) for m in typing.get_args(annotation)]
-    models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
-    if len(models) == 1:
-        return models[0]
-    tag = value.get("type") if isinstance(value, dict) else None
-    for member in models:
-        field = member.model_fields.get("type")
-        if field is not None and tag in typing.get_args(field.annotation):
-            return member
     return None
