@@ -344,6 +344,22 @@ def test_a_partition_defaults_a_jobs_memory_to_its_cpus_share_of_the_smallest_no
         assert f" DefMemPerCPU={min(shares)}" in line, line
 
 
+def test_a_pools_own_default_memory_per_cpu_is_its_share():
+    raw = copy.deepcopy(PROD_GPU)
+    raw["workerPools"][0]["defMemPerCpu"] = 1000
+    spec = load_spec(raw)
+    conf = slurm_conf(spec)
+    checked = False
+    for partition in spec.effective_partitions:
+        line = partition_line(conf, partition.name)
+        if any(option.startswith("DefMem") for option in partition.options):
+            continue  # the partition's own default
+        if partition.pools is None or raw["workerPools"][0]["name"] in partition.pools:
+            assert " DefMemPerCPU=1000 " in line + " ", line
+            checked = True
+    assert checked
+
+
 def test_a_default_memory_of_the_users_own_wins():
     raw = copy.deepcopy(PROD_GPU)
     raw["partitions"][0]["options"] = ["DefMemPerGPU=100000"]

@@ -1427,6 +1427,19 @@ INVALID = [
         id="gpu-type-without-gpus",
     ),
     bad(
+        {"workerPools[0].defMemPerCpu": 2000},
+        "workerPools[0].defMemPerCpu",
+        "2000 MiB per CPU is more than the node's RealMemory (972 MiB): no job without --mem "
+        "could start; give at most 972",
+        id="def-mem-per-cpu-above-the-node",
+    ),
+    bad(
+        {"workerPools[0].defMemPerCpu": 0},
+        "workerPools[0].defMemPerCpu",
+        "Input should be greater than or equal to 1",
+        id="def-mem-per-cpu-zero",
+    ),
+    bad(
         {"workerPools[1].gpus": 17},
         "workerPools[1].gpus",
         "Input should be less than or equal to 16 (got 17)",
@@ -1968,7 +1981,7 @@ INVALID = [
     bad(
         {"workerPools[1].gpu": 8},
         "workerPools[1].gpu",
-        "unknown key; valid keys here: drain, features, gpuType, gpus, name,",
+        "unknown key; valid keys here: defMemPerCpu, drain, features, gpuType, gpus, name,",
         id="unknown-pool-key",
     ),
     bad(

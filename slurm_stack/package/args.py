@@ -476,6 +476,13 @@ class WorkerPool(TypedDict, total=False):
         "Slurm node Weight of the pool's nodes: Slurm allocates nodes of lower weight first. "
         "Default: 1."
     )
+    def_mem_per_cpu: NotRequired[int]
+    (
+        "Memory (MiB) per allocated CPU that a job on this pool's nodes gets when it asks no "
+        "`--mem`: the pool's share in the DefMemPerCPU of its partitions, which take the smallest "
+        "share among their pools. Unset: the node's RealMemory divided by its CPUs. At most the "
+        "node's RealMemory."
+    )
     node_conf_extra: NotRequired[list[str]]
     (
         "Extra `Key=Value` settings of the pool's dynamic nodes (`slurmd -Z --conf`), one per "

@@ -5,12 +5,8 @@ from dataclasses import dataclass
 from slurm_stack import naming, paths
 from slurm_stack.render.environment import render_template
 from slurm_stack.spec.fields import key_of
-from slurm_stack.spec.models import ClusterSpec, MemorySubmount, Partition, WorkerPool
-from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
+from slurm_stack.spec.models import ClusterSpec, Partition, WorkerPool
 from slurm_stack.spec.versions import at_least, key_problem
-
-# Share of a pool's memory limit offered to jobs; the rest is left to slurmd, sshd and the OS.
-JOB_MEMORY_SHARE = 0.95
 
 
 @dataclass(frozen=True)
@@ -266,7 +262,7 @@ def node_conf(pool: WorkerPool) -> str:
         parts.append(f"Gres=gpu:{gres_type}{pool.gpus}")
     parts.append(f"Weight={pool.weight}")
     extra_keys = {key_of(line).lower() for line in pool.node_conf_extra}
-    memory, cpus = _derived_memory(pool), _derived_cpus(pool)
+    memory, cpus = pool.real_memory, pool.cpus
     if memory is not None and "realmemory" not in extra_keys:
         parts.append(f"RealMemory={memory}")
     if cpus is not None and "cpus" not in extra_keys:
@@ -275,50 +271,25 @@ def node_conf(pool: WorkerPool) -> str:
     return " ".join(parts)
 
 
-def _derived_memory(pool: WorkerPool) -> int | None:
-    """RealMemory (MiB) from the pod's memory limit (or request), less in-memory submounts."""
-    memory = pool.resources.limits.get("memory") or pool.resources.requests.get("memory")
-    if not memory:
-        return None
-    ram_disks = sum(
-        to_mebibytes(s.size_limit) for s in pool.submounts if isinstance(s, MemorySubmount)
-    )
-    return max(int(to_mebibytes(memory) * JOB_MEMORY_SHARE) - ram_disks, 1)
-
-
-def _derived_cpus(pool: WorkerPool) -> int | None:
-    """CPUs from a whole-number CPU limit; without one slurmd counts the node's."""
-    cpu = pool.resources.limits.get("cpu")
-    if not cpu:
-        return None
-    cpus = parse_quantity(cpu)
-    return int(cpus) if cpus == int(cpus) and cpus > 0 else None
-
-
-def _node_value(pool: WorkerPool, key: str) -> int | None:
-    """A whole-number node option as the pool's nodes register it (nodeConfExtra wins)."""
-    for line in pool.node_conf_extra:
-        if key_of(line).lower() == key.lower():
-            value = line.split("=", 1)[1]
-            return int(value) if value.isdigit() else None
-    return _derived_memory(pool) if key == "RealMemory" else _derived_cpus(pool)
-
-
 DEFAULT_MEMORY_KEYS = ("defmempercpu", "defmempergpu", "defmempernode")
 
 
 def default_mem_per_cpu(spec: ClusterSpec, pools: list[str]) -> int | None:
-    """A partition's DefMemPerCPU: the smallest memory per CPU among its pools' nodes, so a
-    job that asks no --mem gets its CPUs' share of a node, not the whole node (and a second
-    job fits beside it). None when a pool's memory or CPUs are unknown at render time, or the
-    user set a default of their own in controller.slurmConfExtra."""
+    """A partition's DefMemPerCPU: the smallest memory per CPU among its pools' nodes (a
+    pool's `defMemPerCpu`, else RealMemory over CPUs), so a job that asks no --mem gets its
+    CPUs' share of a node, not the whole node (and a second job fits beside it). None when a
+    pool's memory or CPUs are unknown at render time, or the user set a default of their own
+    in controller.slurmConfExtra."""
     if any(
         key_of(line).lower() in DEFAULT_MEMORY_KEYS for line in spec.controller.slurm_conf_extra
     ):
         return None
     shares = []
     for pool in (p for p in spec.worker_pools if p.name in pools):
-        memory, cpus = _node_value(pool, "RealMemory"), _node_value(pool, "CPUs")
+        if pool.def_mem_per_cpu is not None:
+            shares.append(pool.def_mem_per_cpu)
+            continue
+        memory, cpus = pool.node_value("RealMemory"), pool.node_value("CPUs")
         if memory is None or cpus is None:
             return None
         shares.append(max(memory // cpus, 1))

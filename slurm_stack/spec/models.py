@@ -48,7 +48,7 @@ from slurm_stack.spec.fields import (
     label_value,
     message_size_bytes,
 )
-from slurm_stack.spec.quantity import parse_quantity
+from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
 from slurm_stack.spec.relations import relation
 from slurm_stack.spec.text import MULTILINE
 from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
@@ -583,6 +583,8 @@ DEFAULT_DRAIN_WAIT_SECONDS = 300
 PERCENT = re.compile(r"(100|[1-9]?[0-9])%")
 # Kubernetes needs a number for a pod's grace period; `policy: wait` takes a year.
 WAIT_POLICY_GRACE_SECONDS = 365 * 86400
+# Share of a pool's memory limit offered to jobs; the rest is left to slurmd, sshd and the OS.
+JOB_MEMORY_SHARE = 0.95
 
 
 class PoolDrain(SpecModel):
@@ -660,6 +662,11 @@ class WorkerPool(SpecModel):
     another pool's name."""
     weight: int = Field(default=1, ge=0, le=65533)
     """Slurm node Weight of the pool's nodes: Slurm allocates nodes of lower weight first."""
+    def_mem_per_cpu: int | None = Field(default=None, ge=1)
+    """Memory (MiB) per allocated CPU that a job on this pool's nodes gets when it asks no
+    `--mem`: the pool's share in the DefMemPerCPU of its partitions, which take the smallest
+    share among their pools. Unset: the node's RealMemory divided by its CPUs. At most the
+    node's RealMemory."""
     node_conf_extra: list[SlurmKeyValue] = Field(default_factory=list)
     """Extra `Key=Value` settings of the pool's dynamic nodes (`slurmd -Z --conf`), one per
     item, such as RealMemory or CPUs, checked against the node options of the stack's Slurm
@@ -704,6 +711,54 @@ class WorkerPool(SpecModel):
                         "sizeLimit",
                     )
                     return
+
+    @relation(
+        "defMemPerCpu",
+        "resources.limits.memory",
+        "resources.requests.memory",
+        "submounts[*].type",
+        "submounts[*].sizeLimit",
+        "nodeConfExtra",
+    )
+    def _def_mem_fits_the_node(self) -> Iterator[KeyProblem]:
+        if self.def_mem_per_cpu is None:
+            return
+        memory = self.node_value("RealMemory")
+        if memory is not None and self.def_mem_per_cpu > memory:
+            yield KeyProblem(
+                f"{self.def_mem_per_cpu} MiB per CPU is more than the node's RealMemory "
+                f"({memory} MiB): no job without --mem could start; give at most {memory}",
+                "defMemPerCpu",
+            )
+
+    @property
+    def real_memory(self) -> int | None:
+        """RealMemory (MiB) from the pod's memory limit (or request), less in-memory
+        submounts; None without either."""
+        memory = self.resources.limits.get("memory") or self.resources.requests.get("memory")
+        if not memory:
+            return None
+        ram_disks = sum(
+            to_mebibytes(s.size_limit) for s in self.submounts if isinstance(s, MemorySubmount)
+        )
+        return max(int(to_mebibytes(memory) * JOB_MEMORY_SHARE) - ram_disks, 1)
+
+    @property
+    def cpus(self) -> int | None:
+        """CPUs from a whole-number CPU limit; None: slurmd counts the node's."""
+        cpu = self.resources.limits.get("cpu")
+        if not cpu:
+            return None
+        cpus = parse_quantity(cpu)
+        return int(cpus) if cpus == int(cpus) and cpus > 0 else None
+
+    def node_value(self, key: str) -> int | None:
+        """RealMemory or CPUs as the pool's nodes register them (nodeConfExtra wins)."""
+        for line in self.node_conf_extra:
+            if line.split("=", 1)[0].strip().lower() == key.lower():
+                value = line.split("=", 1)[1]
+                return int(value) if value.isdigit() else None
+        return self.real_memory if key == "RealMemory" else self.cpus
 
     @relation("gpuType", "gpus")
     def _gpu_type_needs_gpus(self) -> Iterator[KeyProblem]:

@@ -116,6 +116,33 @@ class Cluster:
             timeout,
         )
 
+    def daemons(self) -> dict[str, tuple[str, int]]:
+        """Every running container of the sandbox's pods: its start time and restart count
+        (Kubernetes' restartCount: the sandbox restarts an exited container in place)."""
+        names = self.ok(
+            self.sandbox.podman.run(
+                [
+                    "ps",
+                    "--filter",
+                    f"label=slurm-stack.io/sandbox={self.name}",
+                    "--filter",
+                    "status=running",
+                    "--format",
+                    "{{.Names}}",
+                ],
+                check=False,
+            )
+        ).split()
+        started = {}
+        for name in names:
+            out = self.sandbox.podman.run(
+                ["inspect", "-f", "{{.State.StartedAt}}|{{.RestartCount}}", name], check=False
+            ).stdout.strip()
+            if "|" in out:
+                when, count = out.rsplit("|", 1)
+                started[name] = (when, int(count))
+        return started
+
     def all_idle(self, expected: int) -> bool:
         states = self.node_states()
         return len(states) == expected and all(s == "idle" for s in states.values())

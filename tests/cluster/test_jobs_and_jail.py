@@ -43,8 +43,11 @@ def test_two_small_jobs_without_mem_share_a_node(cluster: Cluster) -> None:
     both = lambda: cluster.job_state(first) == cluster.job_state(second) == "RUNNING"  # noqa: E731
     wait_for("both jobs running on itest-cpu-0 at once", both, timeout=60)
     memory = cluster.ok(cluster.ctl(f"squeue -h -j {first},{second} -o %m")).split()
-    assert memory == ["454M", "454M"], memory  # (972 - 64) MiB / 2 CPUs, the gpu pool's share
+    assert memory == ["300M", "300M"], memory  # the cpu pool's defMemPerCpu, below the gpu's
     cluster.ok(cluster.ctl(f"scancel {first} {second}"))
+    # The gpu partition has only the gpu pool: (972 - 64) MiB / 2 CPUs.
+    gpu = cluster.ok(cluster.ctl("scontrol show partition gpu"))
+    assert "DefMemPerCPU=454" in gpu, gpu
 
 
 def test_login_session_sees_the_jail(cluster: Cluster) -> None:
