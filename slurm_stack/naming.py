@@ -70,6 +70,12 @@ def reconfigure_job_name(cluster: str, config_hash: str) -> str:
     return f"{cluster}-reconfigure-{config_hash}"
 
 
+def pool_update_job_name(cluster: str, template_hash: str) -> str:
+    """The Job that marks a pool's nodes before its pods take template ``template_hash``
+    (the template names the pool: its labels are in it); fits 63 characters."""
+    return f"{cluster}-pool-update-{template_hash}"
+
+
 def service_host(service: str, namespace: str) -> str:
     """A Service's DNS name, resolvable from any pod through the cluster's search path."""
     return f"{service}.{namespace}.svc"

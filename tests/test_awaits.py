@@ -47,6 +47,7 @@ def test_registered_timeouts_come_from_the_table(dev_run: ProgramRun) -> None:
         ("core/v1:Service", "dev-controller"): "slurmctld-service",
         ("batch/v1:Job", "dev-reconfigure"): "reconfigure",
         ("batch/v1:Job", "dev-users"): "users",
+        ("batch/v1:Job", "dev-pool-update"): "pool-update",
     }
     timed = [r for r in dev_run.resources if (r.custom_timeouts or {}).get("create")]
     assert len(timed) == len(expected), [r.urn for r in timed]

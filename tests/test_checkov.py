@@ -49,6 +49,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("CKV_K8S_25", "controller"): MUNGE,
     ("CKV_K8S_25", "accounting"): MUNGE,
     ("CKV_K8S_25", "reconfigure"): MUNGE,
+    ("CKV_K8S_25", "pool-update"): MUNGE,
     ("CKV_K8S_25", "nccl-benchmark"): MUNGE,
     ("CKV_K8S_25", "users"): MUNGE + "; sync-users has CHOWN to hand homes to their users",
     ("CKV_K8S_25", "jail"): "populate-jail writes a root filesystem: CHOWN, FOWNER, ...",

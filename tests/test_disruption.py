@@ -51,6 +51,7 @@ def selected(run: ProgramRun, budget: str) -> set[str]:
 def two_pools(config: dict[str, Any]) -> None:
     pool = config["workerPools"][0]
     pool["drain"] = {"policy": "cancel", "waitSeconds": 120, "maxUnavailable": "25%"}
+    pool["update"] = {"policy": "requeue", "waitSeconds": 60}
     config["workerPools"].append({"name": "big", "replicas": 4, "drain": {"policy": "wait"}})
 
 
@@ -90,7 +91,9 @@ def drain_of(run: ProgramRun, pool: str) -> tuple[int, dict[str, str], list[str]
     """A pool's grace period, its slurmd's drain settings and its preStop command."""
     statefulset = by_name(run, "apps/v1:StatefulSet", pool)
     slurmd = containers(statefulset)["slurmd"]
-    env = {e["name"]: e["value"] for e in slurmd["env"] if e["name"].startswith("DRAIN_")}
+    env = {
+        e["name"]: e["value"] for e in slurmd["env"] if e["name"].startswith(("DRAIN_", "UPDATE_"))
+    }
     grace = statefulset.inputs["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     return grace, env, slurmd["lifecycle"]["preStop"]["exec"]["command"]
 
@@ -101,8 +104,11 @@ def test_grace_covers_the_wait_and_the_clean_up_after_it(pools_run: ProgramRun) 
         "DRAIN_POLICY": "cancel",
         "DRAIN_WAIT_SECONDS": "120",
         "DRAIN_CLEANUP_SECONDS": "50",
+        "UPDATE_POLICY": "requeue",
+        "UPDATE_WAIT_SECONDS": "60",
     }
-    # The wait, then the clean-up the hook may take, then 10 s for slurmd to stop.
+    # The longer wait (a stop's, an update's), then the clean-up the hook may take, then
+    # 10 s for slurmd to stop.
     assert grace == 120 + 50 + 10
     assert pre_stop == ["/usr/lib/slurm-stack/entrypoint", "drain-node"]
     # `wait` has no deadline; Kubernetes needs a number, so a year.
@@ -110,13 +116,22 @@ def test_grace_covers_the_wait_and_the_clean_up_after_it(pools_run: ProgramRun) 
     assert (grace, env["DRAIN_POLICY"], env["DRAIN_WAIT_SECONDS"]) == (YEAR, "wait", "")
 
 
-def test_the_default_is_requeue_after_five_minutes() -> None:
+def test_the_default_is_requeue_after_five_minutes_and_updates_wait_for_jobs() -> None:
     grace, env, _ = drain_of(run_dev(), "dev-cpu")
-    assert (env["DRAIN_POLICY"], env["DRAIN_WAIT_SECONDS"], grace) == ("requeue", "300", 360)
+    assert (env["DRAIN_POLICY"], env["DRAIN_WAIT_SECONDS"]) == ("requeue", "300")
+    # An update waits for running jobs however long they run: Kubernetes needs a number.
+    assert (env["UPDATE_POLICY"], env["UPDATE_WAIT_SECONDS"], grace) == ("wait", "", YEAR)
+    grace, env, _ = drain_of(
+        run_dev(lambda c: c["workerPools"][0].update(update={"policy": "requeue"})), "dev-cpu"
+    )
+    assert (env["UPDATE_POLICY"], env["UPDATE_WAIT_SECONDS"], grace) == ("requeue", "300", 360)
 
 
 def test_the_production_example_gives_h100_jobs_an_hour(prod_run: ProgramRun) -> None:
     grace, env, _ = drain_of(prod_run, "prod-h100")
-    assert (env["DRAIN_POLICY"], env["DRAIN_WAIT_SECONDS"], grace) == ("requeue", "3600", 3660)
+    assert (env["DRAIN_POLICY"], env["DRAIN_WAIT_SECONDS"]) == ("requeue", "3600")
+    # An image update requeues what still runs a day after the node began to drain.
+    assert (env["UPDATE_POLICY"], env["UPDATE_WAIT_SECONDS"]) == ("requeue", "86400")
+    assert grace == 86400 + 60
     budget = by_name(prod_run, BUDGET, "prod-h100").inputs["spec"]
     assert budget["maxUnavailable"] == 2

@@ -154,4 +154,5 @@ def test_dev_accounts_by_component(dev_run: ProgramRun) -> None:
         "dev-populate-jail": ("jail", "Jail"),
         "dev-users": ("users", "Users"),
         "dev-reconfigure": ("reconfigure", "SlurmCluster"),
+        "dev-pool-update": ("pool-update", "SlurmCluster"),
     }

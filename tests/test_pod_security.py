@@ -66,6 +66,7 @@ EXPECTED = {
     "accounting": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
     "database": ("restricted", "MariaDB runs as mysql (999) with no capabilities"),
     "reconfigure": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
+    "pool-update": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
     "users": ("baseline", "sync-users runs as root with CHOWN to hand homes to their users"),
     "jail": ("baseline", "populate-jail runs as root to write the jail's root filesystem"),
     "nccl-benchmark": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),

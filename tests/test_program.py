@@ -46,6 +46,8 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
         ("kubernetes:core/v1:ConfigMap", "dev-slurm-config-<digest>"),
         ("kubernetes:batch/v1:Job", "dev-reconfigure-<digest>"),
         ("kubernetes:core/v1:ServiceAccount", "dev-reconfigure-service-account"),
+        ("kubernetes:batch/v1:Job", "dev-cpu-update-<digest>"),
+        ("kubernetes:core/v1:ServiceAccount", "dev-pool-update-service-account"),
         ("kubernetes:policy/v1:PodDisruptionBudget", "dev-services-disruption-budget"),
         ("slurm-stack:index:NetworkPolicies", "dev-network"),
     }

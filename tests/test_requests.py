@@ -1,6 +1,8 @@
 """What a rendered stack asks of the scheduler, and the dev stack on a small node."""
 
+import re
 from decimal import Decimal
+from pathlib import Path
 
 from slurm_stack.offline import ProgramRun
 from slurm_stack.offline.manifests import manifests
@@ -35,6 +37,12 @@ def test_the_dev_stack_fits_a_two_cpu_four_gib_node(dev_run: ProgramRun) -> None
     assert total.cpu <= room.cpu and total.memory <= room.memory, total.text()
     components = summary.by_component()
     assert {"controller", "worker", "login", "database", "accounting"} <= set(components)
+    # README states the total.
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    stated = re.search(r"The dev stack requests ([0-9.]+) CPU and ([0-9.]+) GiB in all", readme)
+    assert stated, "README no longer states the dev stack's requests"
+    assert Decimal(stated[1]) == round(total.cpu, 2)
+    assert Decimal(stated[2]) == round(total.memory / GiB, 1)
 
 
 def test_render_prints_the_requests(dev_run: ProgramRun) -> None:

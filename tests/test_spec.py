@@ -2024,6 +2024,19 @@ INVALID = [
         id="wait-policy-with-deadline",
     ),
     bad(
+        # An update waits for jobs by default: a deadline needs another policy.
+        {"workerPools[0].update": {"waitSeconds": 600}},
+        "workerPools[0].update.waitSeconds",
+        "waitSeconds is a deadline and policy 'wait' has none",
+        id="update-deadline-with-the-default-wait",
+    ),
+    bad(
+        {"workerPools[0].update.policy": "restart"},
+        "workerPools[0].update.policy",
+        "Input should be 'requeue', 'cancel' or 'wait'",
+        id="unknown-update-policy",
+    ),
+    bad(
         {"workerPools[0].drain.policy": "kill"},
         "workerPools[0].drain.policy",
         "Input should be 'requeue', 'cancel' or 'wait'",

@@ -20,7 +20,8 @@ from slurm_stack.components.workers import WorkerPool
 from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.disruption import services_disruption_budget
 from slurm_stack.k8s.identity import service_account
-from slurm_stack.k8s.jobs import reconfigure_job
+from slurm_stack.k8s.jobs import pool_update_job, reconfigure_job
+from slurm_stack.k8s.workers import pool_statefulset, pool_template_hash
 from slurm_stack.package.args import SlurmClusterArgs
 from slurm_stack.package.convert import spec_and_secrets
 from slurm_stack.render import content_hash, slurm_config_files
@@ -116,8 +117,27 @@ class SlurmCluster(pulumi.ComponentResource):
             opts=here,
         )
         login = LoginPool(f"{name}-login", spec, [*before_nodes, users.config_map], opts=here)
+        update_account = register(
+            ServiceAccount,
+            f"{name}-pool-update-service-account",
+            service_account(spec, "pool-update"),
+            child_options(self),
+        )
         for pool in spec.worker_pools:
-            WorkerPool(f"{name}-{pool.name}", spec, pool, before_nodes, opts=here)
+            # Runs once per pod template, before the StatefulSet takes it: the pool's nodes
+            # learn that their pods are to be replaced by an update (see pool_update_job).
+            template = pool_template_hash(pool_statefulset(spec, pool))
+            update = register(
+                Job,
+                by_content(f"{name}-{pool.name}-update", template),
+                pool_update_job(spec, pool, config_name, template),
+                child_options(
+                    self,
+                    depends_on=[controller.statefulset, config, update_account],
+                    timeout=TIMEOUTS["pool-update"],
+                ),
+            )
+            WorkerPool(f"{name}-{pool.name}", spec, pool, [*before_nodes, update], opts=here)
 
         # Runs once per config: after the controller has rolled onto it, push it to slurmds.
         reconfigure_account = register(

@@ -7,6 +7,7 @@ timing out while the Job still runs.
 """
 
 from slurm_stack.k8s.jail import POPULATE_DEADLINE_SECONDS
+from slurm_stack.k8s.jobs import POOL_UPDATE_DEADLINE_SECONDS
 from slurm_stack.k8s.workers import termination_grace_seconds
 from slurm_stack.spec.models import WorkerPool
 
@@ -38,4 +39,5 @@ TIMEOUTS: dict[str, str] = {
     "login-service": "15m",  # Service
     "reconfigure": _minutes(15 * 60 + JOB_MARGIN_SECONDS),  # Job, activeDeadlineSeconds 900
     "users": _minutes(15 * 60 + JOB_MARGIN_SECONDS),  # Job, activeDeadlineSeconds 900
+    "pool-update": _minutes(POOL_UPDATE_DEADLINE_SECONDS + JOB_MARGIN_SECONDS),  # Job
 }

@@ -2,6 +2,8 @@
 
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
+    PARALLEL,
+    ROLLING_UPDATE,
     Manifest,
     auth_mounts,
     auth_sidecars,
@@ -175,6 +177,9 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
         "spec": {
             "replicas": 1,
             "serviceName": name,
+            # One MariaDB at a time all the same (one pod name); see ROLLING_UPDATE.
+            "podManagementPolicy": PARALLEL,
+            "updateStrategy": ROLLING_UPDATE,
             "selector": {"matchLabels": selector_labels(spec, DB_COMPONENT)},
             "template": {
                 "metadata": {"labels": metadata(spec, name, DB_COMPONENT)["labels"]},

@@ -14,6 +14,17 @@ SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # while skipAwait on a StatefulSet also skips awaiting the delete (overrides.go
 # allowsSkipAwaitWithDelete), so a replacement would re-create onto the terminating object.
 AWAIT_EXISTENCE_ONLY = {"pulumi.com/waitFor": "jsonpath={.metadata.name}"}
+# Every StatefulSet: Parallel pod management and RollingUpdate without maxUnavailable, so
+# that a template whose pod never becomes Ready is replaced by the next `pulumi up` without a
+# hand. With OrderedReady the controller stops at the first pod that is not Ready and never
+# replaces it (Kubernetes' "forced rollback", kubernetes/kubernetes#67250); Parallel goes on
+# to delete a pod of an outdated revision even when it is not Ready. `maxUnavailable` is left
+# out: with the MaxUnavailableStatefulSet feature on (default in 1.35.0-1.35.3) the
+# controller no longer replaces such a pod (kubernetes/kubernetes#137409), which is why
+# 1.35.4 and 1.36 turned the feature off by default (kubernetes/kubernetes#137904, #137926);
+# without it a rolling update replaces one pod at a time.
+PARALLEL = "Parallel"
+ROLLING_UPDATE: dict[str, str] = {"type": "RollingUpdate"}
 CONFIG_FILES_LABEL = "slurm-stack.io/config-files"
 POOL_LABEL = "slurm-stack.io/pool"
 

@@ -2,6 +2,8 @@
 
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
+    PARALLEL,
+    ROLLING_UPDATE,
     Manifest,
     auth_mounts,
     auth_sidecars,
@@ -82,9 +84,11 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
         "spec": {
             "replicas": 1,
             "serviceName": name,
-            # One slurmctld at a time: the old pod must stop before the new one takes the state.
-            "podManagementPolicy": "OrderedReady",
-            "updateStrategy": {"type": "RollingUpdate"},
+            # One slurmctld at a time all the same: a StatefulSet creates a pod of a name only
+            # once the pod of that name before it is gone, so the old slurmctld has stopped
+            # before the new one takes the state. Parallel: see ROLLING_UPDATE.
+            "podManagementPolicy": PARALLEL,
+            "updateStrategy": ROLLING_UPDATE,
             "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},

@@ -23,6 +23,7 @@ _NAMES = {
     "jail": lambda cluster: f"{cluster}-populate-jail",
     "users": lambda cluster: f"{cluster}-users",
     "reconfigure": lambda cluster: f"{cluster}-reconfigure",
+    "pool-update": lambda cluster: f"{cluster}-pool-update",
     "nccl-benchmark": lambda cluster: f"{cluster}-nccl-benchmark",
 }
 

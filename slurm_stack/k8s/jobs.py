@@ -16,15 +16,20 @@ from slurm_stack.k8s.common import (
     pod_security,
 )
 from slurm_stack.k8s.identity import pod_identity
-from slurm_stack.spec.models import ClusterSpec
+from slurm_stack.spec.models import ClusterSpec, WorkerPool
 
 CLIENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
 
 
 def _client_pod(
-    spec: ClusterSpec, config_map: str, role: str, extra_env: list[Manifest]
+    spec: ClusterSpec,
+    config_map: str,
+    role: str,
+    extra_env: list[Manifest],
+    component: str | None = None,
 ) -> Manifest:
-    """A pod running a Slurm client command as the SlurmUser with the cluster's config."""
+    """A pod running a Slurm client command as the SlurmUser with the cluster's config,
+    under the ServiceAccount of ``component`` (default: the role's)."""
     client = container(
         spec,
         role,
@@ -39,7 +44,8 @@ def _client_pod(
         securityContext=non_root(paths.SLURM_UID),
     )
     return {
-        **pod_identity(spec, role),  # the role is the component: reconfigure, nccl-benchmark
+        # The role is the component (reconfigure, nccl-benchmark) unless named.
+        **pod_identity(spec, component or role),
         **pod_security(),
         **image_pull(spec),
         "restartPolicy": "OnFailure",
@@ -69,6 +75,40 @@ def reconfigure_job(spec: ClusterSpec, config_map: str, config_hash: str) -> Man
             },
         },
     }
+
+
+def pool_update_job(
+    spec: ClusterSpec, pool: WorkerPool, config_map: str, template_hash: str
+) -> Manifest:
+    """Before a pool's StatefulSet takes a new pod template: mark the pool's registered
+    nodes (those that stay) with the template they are to be replaced by, so that each
+    one's preStop hook treats its stop as an update (the pool's `update` policy) and not as
+    a scale-down or eviction (its `drain` policy)."""
+    name = naming.pool_update_job_name(spec.name, template_hash)
+    return {
+        "metadata": metadata(spec, name, "pool-update"),
+        "spec": {
+            "backoffLimit": 6,
+            "activeDeadlineSeconds": POOL_UPDATE_DEADLINE_SECONDS,
+            "template": {
+                "metadata": {"labels": metadata(spec, name, "pool-update")["labels"]},
+                "spec": _client_pod(
+                    spec,
+                    config_map,
+                    "mark-pool-update",
+                    component="pool-update",
+                    extra_env=env(
+                        POOL_NODE_PREFIX=f"{naming.pool_name(spec.name, pool.name)}-",
+                        POOL_REPLICAS=str(pool.replicas),
+                        TEMPLATE_HASH=template_hash,
+                    ),
+                ),
+            },
+        },
+    }
+
+
+POOL_UPDATE_DEADLINE_SECONDS = 600
 
 
 def nccl_cronjob(spec: ClusterSpec, config_map: str) -> Manifest:

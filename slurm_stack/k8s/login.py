@@ -2,6 +2,8 @@
 
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
+    PARALLEL,
+    ROLLING_UPDATE,
     Manifest,
     auth_mounts,
     auth_sidecars,
@@ -154,7 +156,9 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
         "spec": {
             "replicas": spec.login.replicas,
             "serviceName": name,
-            "podManagementPolicy": "Parallel",
+            # Login pods are interchangeable; see ROLLING_UPDATE for the update strategy.
+            "podManagementPolicy": PARALLEL,
+            "updateStrategy": ROLLING_UPDATE,
             "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},

@@ -1,11 +1,14 @@
 """A worker pool: slurmd pods that register as dynamic nodes and enter the jail for every task."""
 
+import hashlib
 import json
 
 from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
     AWAIT_EXISTENCE_ONLY,
+    PARALLEL,
     POOL_LABEL,
+    ROLLING_UPDATE,
     SKIP_AWAIT,
     Manifest,
     auth_mounts,
@@ -143,13 +146,32 @@ SLURMD_STOP_SECONDS = 10
 
 
 def termination_grace_seconds(pool: WorkerPool) -> int:
-    """A worker pod's grace: the pool's wait for jobs plus what the preStop hook does after."""
-    wait = pool.drain.effective_wait_seconds
-    return (
-        WAIT_POLICY_GRACE_SECONDS
-        if wait is None
-        else wait + DRAIN_CLEANUP_SECONDS + SLURMD_STOP_SECONDS
-    )
+    """A worker pod's grace: the longer of the pool's waits for jobs (a stop, an update)
+    plus what the preStop hook does after."""
+    waits = [pool.drain.effective_wait_seconds, pool.update.effective_wait_seconds]
+    if None in waits:
+        return WAIT_POLICY_GRACE_SECONDS
+    return max(w for w in waits if w is not None) + DRAIN_CLEANUP_SECONDS + SLURMD_STOP_SECONDS
+
+
+TEMPLATE_HASH_ENV = "POD_TEMPLATE_HASH"
+
+
+def template_hash(template: Manifest) -> str:
+    """A short hash of a pod template: it names the Job that announces a pool's update."""
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode())
+    return digest.hexdigest()[:10]
+
+
+def pool_template_hash(statefulset: Manifest) -> str:
+    """The template hash a pool's pods carry (POD_TEMPLATE_HASH in slurmd's env)."""
+    [slurmd] = statefulset["spec"]["template"]["spec"]["containers"]
+    return next(e["value"] for e in slurmd["env"] if e["name"] == TEMPLATE_HASH_ENV)
+
+
+def _seconds(seconds: int | None) -> str:
+    """A wait for the entrypoint: empty for none (as long as jobs run)."""
+    return "" if seconds is None else str(seconds)
 
 
 def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
@@ -164,7 +186,9 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         env=env(
             DRAIN_CLEANUP_SECONDS=str(DRAIN_CLEANUP_SECONDS),
             DRAIN_POLICY=pool.drain.policy,
-            DRAIN_WAIT_SECONDS=str(pool.drain.effective_wait_seconds or ""),
+            DRAIN_WAIT_SECONDS=_seconds(pool.drain.effective_wait_seconds),
+            UPDATE_POLICY=pool.update.policy,
+            UPDATE_WAIT_SECONDS=_seconds(pool.update.effective_wait_seconds),
             HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
             SLURMD_CONF_SERVER=conf_server(spec),
             SLURMD_NODE_CONF=node_conf(pool),
@@ -198,7 +222,12 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         "replicas": pool.replicas,
         "serviceName": name,
         # Nodes are independent: start and stop them all at once.
-        "podManagementPolicy": "Parallel",
+        "podManagementPolicy": PARALLEL,
+        # A template change replaces one pod at a time, highest ordinal first, each once the
+        # one before is Ready; each drains and waits for its jobs (pool.update) in its
+        # preStop hook. With Parallel, a pod of a template that never became Ready is
+        # replaced by the next template without a hand (see ROLLING_UPDATE).
+        "updateStrategy": ROLLING_UPDATE,
         "selector": {"matchLabels": selector_labels(spec, COMPONENT, **pool_labels(pool))},
         "template": {
             "metadata": {"labels": labels},
@@ -230,6 +259,10 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
     }
     if claim_templates:
         statefulset_spec["volumeClaimTemplates"] = claim_templates
+    # The pods know their template's hash: their preStop hook tells an update (the pool's
+    # update Job marked the node for another template) from any other stop.
+    hashed = template_hash(statefulset_spec["template"])
+    slurmd["env"].append({"name": TEMPLATE_HASH_ENV, "value": hashed})
     return {
         "metadata": metadata(
             spec, name, COMPONENT, annotations=AWAIT_EXISTENCE_ONLY, extra_labels=pool_labels(pool)

@@ -425,13 +425,43 @@ class PoolDrain(TypedDict, total=False):
     wait_seconds: NotRequired[int]
     (
         "Seconds running jobs get to end once the pod begins to stop (0 to 604800); unset: 300. "
-        "Not valid with policy `wait`. The pod's termination grace period is this plus 60."
+        "Not valid with policy `wait`. The pod's termination grace period is the longer of this "
+        "and `update.waitSeconds`, plus 60."
     )
     max_unavailable: NotRequired[Any]
     (
         "Pods of the pool a Kubernetes node drain may evict at once (the pool's "
         "PodDisruptionBudget): a number of pods or a percentage such as '25%'. With 0 a drain "
         "waits for the pool's pods forever. Default: 1."
+    )
+
+
+class PoolUpdatePolicy(StrEnum):
+    """Values of `policy`."""
+
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+    WAIT = "wait"
+
+
+class PoolUpdate(TypedDict, total=False):
+    """What happens to a node's running jobs when a change to the pool's pod template (image,
+    resources, env, submounts, these settings) replaces its pod. Kubernetes replaces the
+    pool's pods one at a time, highest ordinal first, each once the one before is Ready again;
+    each node drains first and its pod stops only when its jobs are done (or the policy acted
+    on them)."""
+
+    policy: NotRequired[PoolUpdatePolicy]
+    (
+        "What happens to jobs still running `waitSeconds` after the node began to drain for an "
+        "update. `wait` (default): no deadline, the pod is replaced when its last job has ended; "
+        "`requeue`: batch jobs are requeued to run again elsewhere, the rest cancelled with a "
+        "reason; `cancel`: all are cancelled. Default: `wait`."
+    )
+    wait_seconds: NotRequired[int]
+    (
+        "Seconds running jobs get to end once their node began to drain for an update (0 to "
+        "604800); unset: 300. Not valid with policy `wait`."
     )
 
 
@@ -502,8 +532,13 @@ class WorkerPool(TypedDict, total=False):
     )
     drain: NotRequired[PoolDrain]
     (
-        "What happens to running jobs when a pod of the pool stops, and how many pods a Kubernetes "
-        "node drain may evict at once."
+        "What happens to running jobs when a pod of the pool stops (scale-down, eviction, pod "
+        "deletion), and how many pods a Kubernetes node drain may evict at once."
+    )
+    update: NotRequired[PoolUpdate]
+    (
+        "What happens to running jobs when a change to the pool's pod template replaces its pods; "
+        "by default the pods wait for them."
     )
     placement: NotRequired[Placement]
     """Node selector and tolerations of the pool's pods."""

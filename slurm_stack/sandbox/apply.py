@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Literal
 
 from slurm_stack.sandbox.plan import PHASES, Container, File, Plan, Pod, Probe
 from slurm_stack.sandbox.podman import (
@@ -178,6 +179,38 @@ def unmount_below(directory: Path, *, include_itself: bool = True) -> None:
             points.append(point)
     for point in sorted(points, key=len, reverse=True):
         subprocess.run(["umount", "--lazy", point], check=True, capture_output=True)
+
+
+UpdateAction = Literal["keep", "roll", "stuck", "replace"]
+
+
+def update_action(
+    pod: Pod, print_: str, running_print: str | None, healthy: Callable[[Pod], bool]
+) -> UpdateAction:
+    """What an apply does with a long-running pod of the plan: keep it (unchanged and
+    healthy), roll it (a StatefulSet's pod of an earlier template: one at a time, see
+    `Applier._roll`), leave it stuck (the same, but not ready under OrderedReady, which
+    Kubernetes leaves alone), or (re)place it (new, crashed, or not a StatefulSet's)."""
+    if running_print is None:
+        return "replace"
+    if running_print == print_:
+        return "keep" if healthy(pod) else "replace"
+    if not pod.statefulset:
+        return "replace"
+    if pod.ordered_ready and not healthy(pod):
+        return "stuck"
+    return "roll"
+
+
+def forced_rollback_message(pod: Pod) -> str:
+    """What Kubernetes' StatefulSet controller does with a pod of an earlier template that is
+    not Ready under OrderedReady: nothing, until someone deletes it (kubernetes/kubernetes
+    #67250, the StatefulSet docs' "forced rollback")."""
+    return (
+        f"{pod.name}: StatefulSet {pod.statefulset} is stuck: the pod runs an earlier template "
+        "and is not ready, and with podManagementPolicy OrderedReady Kubernetes replaces it "
+        "only once it is deleted by hand"
+    )
 
 
 def _ordinal_order(pod_name: str) -> tuple[str, int]:
@@ -354,8 +387,10 @@ class Applier:
             removed.append(name)
 
         created, kept, jobs = [], [], []
+        stuck: list[str] = []
         for phase in sorted({pod.phase for pod in plan.pods}):
             todo = []
+            rolls: dict[str, list[tuple[Pod, str]]] = {}
             for pod in (p for p in plan.pods if p.phase == phase):
                 print_ = fingerprint(
                     pod, fingerprinted_files(plan, pod, self.state), self._image_ids(pod)
@@ -368,16 +403,26 @@ class Applier:
                     if pod.name in running:
                         self.remove_pod(pod.name)
                     todo.append((pod, print_))
-                elif running.get(pod.name) == print_ and self._healthy(pod):
+                    continue
+                action = update_action(pod, print_, running.get(pod.name), self._healthy)
+                if action == "keep":
                     refresh_live_volumes(plan, pod, self.state)
                     kept.append(pod.name)
+                elif action == "stuck":
+                    stuck.append(forced_rollback_message(pod))
+                    self.log(stuck[-1])
+                elif action == "roll":
+                    rolls.setdefault(pod.statefulset, []).append((pod, print_))
                 else:
                     if pod.name in running:
                         self.log(f"{pod.name}: changed; replacing it")
                         # The running pod's own hook, as Kubernetes runs the old pod's.
                         self.remove_pod(pod.name)
                     todo.append((pod, print_))
-            self._start_all(plan, todo)
+            rolled, failed = self._roll_and_start(plan, rolls, todo)
+            created.extend(rolled)
+            if failed:
+                raise SandboxError("\n\n".join([*stuck, *failed]))
             for pod, _ in todo:
                 if pod.job:
                     self.state.job_done(pod.name).parent.mkdir(parents=True, exist_ok=True)
@@ -387,7 +432,52 @@ class Applier:
                     jobs.append(pod.name)
                 else:
                     created.append(pod.name)
+        if stuck:
+            raise SandboxError("\n\n".join(stuck))
         return ApplyReport(tuple(created), tuple(kept), tuple(removed), tuple(jobs))
+
+    def _roll_and_start(
+        self, plan: Plan, rolls: dict[str, list[tuple[Pod, str]]], todo: list[tuple[Pod, str]]
+    ) -> tuple[list[str], list[str]]:
+        """Start the new pods and roll each StatefulSet's changed pods, all at once; return
+        the pods rolled and what failed."""
+        with ThreadPoolExecutor(max_workers=len(rolls) + 1) as pool:
+            futures = [pool.submit(self._roll, plan, pods) for pods in rolls.values()]
+            try:
+                self._start_all(plan, todo)
+                failed = []
+            except SandboxError as error:
+                failed = [str(error)]
+            rolled = []
+            for future in futures:
+                done, error = future.result()
+                rolled.extend(done)
+                if error:
+                    failed.append(error)
+        return rolled, failed
+
+    def _roll(self, plan: Plan, pods: list[tuple[Pod, str]]) -> tuple[list[str], str]:
+        """A StatefulSet's rolling update: one pod at a time, highest ordinal first, each
+        stopped as Kubernetes stops it (preStop, grace) and the next only once the new one
+        is ready. A new pod that does not become ready stops the roll there: the pods not
+        reached keep running their old template."""
+        done: list[str] = []
+        for pod, print_ in sorted(
+            pods, key=lambda item: _ordinal_order(item[0].name), reverse=True
+        ):
+            self.log(f"{pod.name}: its template changed; replacing it (rolling update)")
+            self.remove_pod(pod.name)
+            try:
+                self.start_pod(plan, pod, print_)
+            except (SandboxError, PodmanError) as error:
+                left = [p.name for p, _ in pods if p.name != pod.name and p.name not in done]
+                return done, (
+                    f"rolling update of StatefulSet {pod.statefulset} stopped at {pod.name}, "
+                    f"which did not become ready; {', '.join(left) or 'no other pod'} kept "
+                    f"the template before:\n{error}"
+                )
+            done.append(pod.name)
+        return done, ""
 
     def _keep_job_logs(self, pod: Pod) -> None:
         """Save what a finished Job's containers printed before its pod goes."""

@@ -31,6 +31,19 @@ Everything Kubernetes does that podman does not is translated here, in one place
   start order (deleting a namespace stops them all at once), and a pod killed with
   `sandbox kill-pod` (a crash) or `sandbox delete-pod` (an eviction: preStop and grace) comes
   back when that command re-applies, not by a controller's watch;
+- a StatefulSet whose pod template changed is rolled as its controller rolls it: one pod at
+  a time, highest ordinal first, each stopped as above (preStop, grace) and the next only
+  once the new pod is ready; a new pod that does not become ready (an image that does not
+  exist, a daemon that keeps exiting) stops that StatefulSet's roll, leaves the pods not
+  reached on their template and fails `up`. A pod of an earlier template that is not ready
+  is replaced with `podManagementPolicy: Parallel` and left alone with `OrderedReady`, as
+  Kubernetes leaves it (its "forced rollback"); `up` then fails naming it. What stays
+  different: `sandbox up` waits for every roll to end, where `pulumi up` returns once a
+  worker StatefulSet is updated; the sandbox rolls one pod at a time whatever
+  `maxUnavailable` says (the MaxUnavailableStatefulSet gate is off by default in Kubernetes
+  1.36); and a rebuilt image under the same tag rolls pods in the sandbox (their
+  fingerprint changes) but not on Kubernetes, so such a roll's stops take the `drain`
+  settings (no update Job marked the nodes);
 - PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
   nothing asks them (`kubectl drain` would);
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
@@ -70,6 +83,7 @@ PHASES = {
     "login": 4,
     "worker": 4,
     "users": 4,
+    "pool-update": 3,  # marks the pools' nodes before their pods take a new template
     "reconfigure": 5,
 }
 
@@ -158,6 +172,10 @@ class Pod:
     # ConfigMap and Secret volume directories, each with whether the kubelet keeps it up to
     # date in a running pod (true unless the object is immutable).
     projected_dirs: tuple[tuple[str, bool], ...] = ()
+    # The StatefulSet the pod belongs to ("" for a Deployment's or a Job's) and its
+    # podManagementPolicy: how the sandbox rolls a template change (see Applier).
+    statefulset: str = ""
+    ordered_ready: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,6 +188,15 @@ class Plan:
     files: tuple[File, ...] = field(default=())
     directories: tuple[str, ...] = field(default=())
     empty_dirs: tuple[str, ...] = field(default=())
+
+
+def _statefulset_of(workload: Manifest, statefulsets: Mapping[str, Manifest]) -> dict[str, Any]:
+    """The Pod fields that say how a StatefulSet rolls its pods (OrderedReady by default)."""
+    name = workload["metadata"]["name"]
+    if statefulsets.get(name) is not workload:
+        return {}
+    policy = workload["spec"].get("podManagementPolicy", "OrderedReady")
+    return {"statefulset": name, "ordered_ready": policy == "OrderedReady"}
 
 
 def plan(
@@ -203,6 +230,7 @@ def plan(
         for m in by_kind.get(kind, [])
         for i in range(m["spec"].get("replicas", 1) if kind == "StatefulSet" else 1)
     ] + [(m["metadata"]["name"], m, True) for m in by_kind.get("Job", [])]
+    statefulsets = {m["metadata"]["name"]: m for m in by_kind.get("StatefulSet", [])}
     # A CronJob's pod runs only when asked (`sandbox run-cronjob`): the sandbox has no clock.
     templates += [
         (m["metadata"]["name"], {**m, "spec": m["spec"]["jobTemplate"]["spec"]}, True)
@@ -254,6 +282,7 @@ def plan(
                 schedule=schedules.get(name),
                 memory_dirs=tuple(sorted(memory_dirs.items())),
                 projected_dirs=tuple(sorted(projected_dirs.items())),
+                **_statefulset_of(workload, statefulsets),
             )
         )
     pods.sort(key=lambda pod: (pod.phase, pod.name))

@@ -587,31 +587,12 @@ WAIT_POLICY_GRACE_SECONDS = 365 * 86400
 JOB_MEMORY_SHARE = 0.95
 
 
-class PoolDrain(SpecModel):
-    """What happens to a node's running jobs when its pod stops (scale-down, eviction)."""
+class _JobDeadline(SpecModel):
+    """A policy for the jobs still running on a node whose pod stops, and how long they get
+    before it acts (PoolDrain, PoolUpdate)."""
 
-    policy: Literal["requeue", "cancel", "wait"] = "requeue"
-    """What happens to jobs still running `waitSeconds` after the pod began to stop.
-    `requeue`: batch jobs are requeued to run again elsewhere, the rest cancelled with a
-    reason; `cancel`: all are cancelled; `wait`: no deadline, the pod stops when the last
-    job has ended."""
+    policy: Literal["requeue", "cancel", "wait"]
     wait_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
-    """Seconds running jobs get to end once the pod begins to stop (0 to 604800); unset: 300.
-    Not valid with policy `wait`. The pod's termination grace period is this plus 60."""
-    max_unavailable: int | str = 1
-    """Pods of the pool a Kubernetes node drain may evict at once (the pool's
-    PodDisruptionBudget): a number of pods or a percentage such as '25%'. With 0 a drain waits
-    for the pool's pods forever."""
-
-    @field_validator("max_unavailable", mode="before")
-    @classmethod
-    def _pods_or_percent(cls, value: object) -> object:
-        valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        if not valid and not (isinstance(value, str) and PERCENT.fullmatch(value)):
-            raise ValueError(
-                f"give a number of pods (0 or more) or a percentage such as '25%' (got {value!r})"
-            )
-        return value
 
     @relation("policy", "waitSeconds")
     def _no_deadline_with_wait(self) -> Iterator[KeyProblem]:
@@ -628,6 +609,51 @@ class PoolDrain(SpecModel):
         if self.policy == "wait":
             return None
         return DEFAULT_DRAIN_WAIT_SECONDS if self.wait_seconds is None else self.wait_seconds
+
+
+class PoolDrain(_JobDeadline):
+    """What happens to a node's running jobs when its pod stops (scale-down, eviction)."""
+
+    policy: Literal["requeue", "cancel", "wait"] = "requeue"
+    """What happens to jobs still running `waitSeconds` after the pod began to stop.
+    `requeue`: batch jobs are requeued to run again elsewhere, the rest cancelled with a
+    reason; `cancel`: all are cancelled; `wait`: no deadline, the pod stops when the last
+    job has ended."""
+    wait_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
+    """Seconds running jobs get to end once the pod begins to stop (0 to 604800); unset: 300.
+    Not valid with policy `wait`. The pod's termination grace period is the longer of this
+    and `update.waitSeconds`, plus 60."""
+    max_unavailable: int | str = 1
+    """Pods of the pool a Kubernetes node drain may evict at once (the pool's
+    PodDisruptionBudget): a number of pods or a percentage such as '25%'. With 0 a drain waits
+    for the pool's pods forever."""
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _pods_or_percent(cls, value: object) -> object:
+        valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        if not valid and not (isinstance(value, str) and PERCENT.fullmatch(value)):
+            raise ValueError(
+                f"give a number of pods (0 or more) or a percentage such as '25%' (got {value!r})"
+            )
+        return value
+
+
+class PoolUpdate(_JobDeadline):
+    """What happens to a node's running jobs when a change to the pool's pod template
+    (image, resources, env, submounts, these settings) replaces its pod. Kubernetes replaces
+    the pool's pods one at a time, highest ordinal first, each once the one before is Ready
+    again; each node drains first and its pod stops only when its jobs are done (or the
+    policy acted on them)."""
+
+    policy: Literal["requeue", "cancel", "wait"] = "wait"
+    """What happens to jobs still running `waitSeconds` after the node began to drain for an
+    update. `wait` (default): no deadline, the pod is replaced when its last job has ended;
+    `requeue`: batch jobs are requeued to run again elsewhere, the rest cancelled with a
+    reason; `cancel`: all are cancelled."""
+    wait_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
+    """Seconds running jobs get to end once their node began to drain for an update (0 to
+    604800); unset: 300. Not valid with policy `wait`."""
 
 
 class WorkerPool(SpecModel):
@@ -679,8 +705,11 @@ class WorkerPool(SpecModel):
     """Size limit of the worker pod's in-memory `/dev/shm`, which holds each job's private
     `/dev/shm`; a Kubernetes quantity."""
     drain: PoolDrain = Field(default_factory=PoolDrain)
-    """What happens to running jobs when a pod of the pool stops, and how many pods a
-    Kubernetes node drain may evict at once."""
+    """What happens to running jobs when a pod of the pool stops (scale-down, eviction, pod
+    deletion), and how many pods a Kubernetes node drain may evict at once."""
+    update: PoolUpdate = Field(default_factory=PoolUpdate)
+    """What happens to running jobs when a change to the pool's pod template replaces its
+    pods; by default the pods wait for them."""
     placement: Placement = Field(default_factory=Placement)
     """Node selector and tolerations of the pool's pods."""
 

@@ -119,20 +119,10 @@ class Cluster:
     def daemons(self) -> dict[str, tuple[str, int]]:
         """Every running container of the sandbox's pods: its start time and restart count
         (Kubernetes' restartCount: the sandbox restarts an exited container in place)."""
-        names = self.ok(
-            self.sandbox.podman.run(
-                [
-                    "ps",
-                    "--filter",
-                    f"label=slurm-stack.io/sandbox={self.name}",
-                    "--filter",
-                    "status=running",
-                    "--format",
-                    "{{.Names}}",
-                ],
-                check=False,
-            )
-        ).split()
+        listed = self.sandbox.podman.run(["ps", "--format", "{{.Names}}"], check=False)
+        pods = {pod.name for pod in self.sandbox.current_plan.pods}
+        # Containers are named `<pod>--<container>` (a pod's infra container is not).
+        names = [n for n in self.ok(listed).split() if n.split("--")[0] in pods and "--" in n]
         started = {}
         for name in names:
             out = self.sandbox.podman.run(
