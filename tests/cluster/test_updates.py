@@ -7,6 +7,7 @@ apply with a good template recovers without a pod deleted by hand. Every job's f
 from sacct; times are compared as epoch seconds (sacct's End, podman's StartedAt).
 """
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,6 +159,28 @@ def test_a_broken_controller_image_then_the_good_one_keeps_every_job(updates: Cl
     assert cluster.ok(cluster.login("srun -N2 true")) == ""
 
 
+@pytest.mark.parametrize(
+    ("component", "pod"),
+    [("accounting", "updates-accounting-0"), ("login", "updates-login-0")],
+    ids=["slurmdbd", "login"],
+)
+def test_a_broken_image_then_the_good_one_converges_without_a_hand(
+    updates: Cluster, component: str, pod: str
+) -> None:
+    # slurmdbd is a Deployment (a new ReplicaSet replaces a pod that is not ready); login a
+    # Parallel StatefulSet, as the controller above.
+    cluster = updates
+    set_image(cluster, component, f"localhost/slurm-stack/{component}:no-such-tag")
+    with pytest.raises(SandboxError) as failed:
+        cluster.sandbox.up(build=False)
+    assert pod in str(failed.value) and "no-such-tag" in str(failed.value)
+    set_image(cluster, component, None)
+    report = cluster.sandbox.up(build=False)
+    assert pod in report.created
+    job = submit(cluster, "--wrap true")
+    assert [state for state, _ in ended(cluster, job)] == ["COMPLETED"]
+
+
 def test_new_login_and_controller_images_keep_every_job(updates: Cluster) -> None:
     # A new release of the login and controller images: the same build under a new tag.
     cluster = updates
@@ -169,11 +192,22 @@ def test_new_login_and_controller_images_keep_every_job(updates: Cluster) -> Non
         running = submit(cluster, "-w updates-cpu-1 --wrap 'sleep 20'")
         wait_for("the job running", lambda: cluster.job_state(running) == "RUNNING")
         queued = submit(cluster, f"-d afterok:{running} --wrap true")
+        session = subprocess.Popen(
+            [*cluster.sandbox.ssh_command("sandbox"), "sleep 600"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        login = cluster.sandbox.pod_of("login")
+        wait_for(
+            "the session's sleep on the login pod",
+            lambda: cluster.sandbox.exec(login, ["pgrep", "-f", "^sleep 600"]).returncode == 0,
+        )
         for component, reference in new.items():
             set_image(cluster, component, reference)
         report = cluster.sandbox.up(build=False)
-        assert {cluster.controller, cluster.sandbox.pod_of("login")} <= set(report.created)
-        # Sessions on the old login pod ended with it; a new one reaches the same cluster.
+        assert {cluster.controller, login} <= set(report.created)
+        # The session on the old login pod ended with it; a new one reaches the same cluster.
+        assert session.wait(timeout=30) != 0
         assert cluster.ok(cluster.login("echo ok")).strip() == "ok"
         assert [state for state, _ in ended(cluster, running)] == ["COMPLETED"]
         assert [state for state, _ in ended(cluster, queued)] == ["COMPLETED"]
