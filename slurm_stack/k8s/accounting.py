@@ -179,7 +179,7 @@ def db_statefulset(spec: ClusterSpec) -> Manifest:
             "serviceName": name,
             # One MariaDB at a time all the same (one pod name); see ROLLING_UPDATE.
             "podManagementPolicy": PARALLEL,
-            "updateStrategy": ROLLING_UPDATE,
+            "updateStrategy": dict(ROLLING_UPDATE),
             "selector": {"matchLabels": selector_labels(spec, DB_COMPONENT)},
             "template": {
                 "metadata": {"labels": metadata(spec, name, DB_COMPONENT)["labels"]},

@@ -88,7 +88,7 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
             # once the pod of that name before it is gone, so the old slurmctld has stopped
             # before the new one takes the state. Parallel: see ROLLING_UPDATE.
             "podManagementPolicy": PARALLEL,
-            "updateStrategy": ROLLING_UPDATE,
+            "updateStrategy": dict(ROLLING_UPDATE),
             "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},

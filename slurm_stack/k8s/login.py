@@ -158,7 +158,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             "serviceName": name,
             # Login pods are interchangeable; see ROLLING_UPDATE for the update strategy.
             "podManagementPolicy": PARALLEL,
-            "updateStrategy": ROLLING_UPDATE,
+            "updateStrategy": dict(ROLLING_UPDATE),
             "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
             "template": {
                 "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},

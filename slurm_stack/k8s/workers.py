@@ -227,7 +227,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         # one before is Ready; each drains and waits for its jobs (pool.update) in its
         # preStop hook. With Parallel, a pod of a template that never became Ready is
         # replaced by the next template without a hand (see ROLLING_UPDATE).
-        "updateStrategy": ROLLING_UPDATE,
+        "updateStrategy": dict(ROLLING_UPDATE),
         "selector": {"matchLabels": selector_labels(spec, COMPONENT, **pool_labels(pool))},
         "template": {
             "metadata": {"labels": labels},

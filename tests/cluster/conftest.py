@@ -174,10 +174,19 @@ def tear_down(cluster: Cluster) -> None:
         cluster.sandbox.down(delete_data=True)
 
 
+def running_stack(
+    stack_file: Path, factory: pytest.TempPathFactory, expected_nodes: int
+) -> Iterator[Cluster]:
+    """A fixture's body: ``stack_file`` booted as it is, then torn down with its data."""
+    document = yaml.safe_load(stack_file.read_text())
+    cluster = boot_stack(
+        document, factory.mktemp(stack_file.stem.removeprefix("Pulumi.")), expected_nodes
+    )
+    yield cluster
+    tear_down(cluster)
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """The itest stack running in the sandbox; torn down with its data at the end."""
-    document = yaml.safe_load(STACK.read_text())
-    cluster = boot_stack(document, tmp_path_factory.mktemp("sandbox"), 4)
-    yield cluster
-    tear_down(cluster)
+    yield from running_stack(STACK, tmp_path_factory, 4)

@@ -13,10 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import yaml
 
 from slurm_stack.sandbox.apply import ApplyReport
-from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
+from tests.cluster.conftest import Cluster, running_stack, wait_for
 
 STACK = Path(__file__).resolve().parent / "Pulumi.drain.yaml"
 REQUEUED_RUN_TIMEOUT = 300  # a requeue, Slurm's delay before the job may start, its new run
@@ -24,10 +23,7 @@ REQUEUED_RUN_TIMEOUT = 300  # a requeue, Slurm's delay before the job may start,
 
 @pytest.fixture(scope="module")
 def drain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    document = yaml.safe_load(STACK.read_text())
-    cluster = boot_stack(document, tmp_path_factory.mktemp("drain"), 5)
-    yield cluster
-    tear_down(cluster)
+    yield from running_stack(STACK, tmp_path_factory, 5)
 
 
 def submit(cluster: Cluster, options: str) -> str:

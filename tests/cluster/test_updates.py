@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from slurm_stack.sandbox.apply import SandboxError, job_log
-from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
+from tests.cluster.conftest import Cluster, running_stack, wait_for
 
 STACK = Path(__file__).resolve().parent / "Pulumi.updates.yaml"
 NODES = ("updates-cpu-0", "updates-cpu-1")
@@ -23,10 +22,7 @@ NODES = ("updates-cpu-0", "updates-cpu-1")
 
 @pytest.fixture(scope="module")
 def updates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    document = yaml.safe_load(STACK.read_text())
-    cluster = boot_stack(document, tmp_path_factory.mktemp("updates"), 2)
-    yield cluster
-    tear_down(cluster)
+    yield from running_stack(STACK, tmp_path_factory, 2)
 
 
 def submit(cluster: Cluster, options: str) -> str:
@@ -112,6 +108,43 @@ def test_a_template_change_replaces_each_node_only_when_its_jobs_are_done(
     wait_for("both nodes idle on the new template", lambda: cluster.all_idle(2))
     memory = cluster.node_field("updates-cpu-0", "RealMemory")
     assert memory == str(int(600 * 0.95)), memory
+
+
+def test_an_update_policy_of_requeue_requeues_what_outlasts_its_wait(updates: Cluster) -> None:
+    cluster = updates
+    # The policy is part of the template: the pods that stop must already carry it.
+    set_pool(cluster, update={"policy": "requeue", "waitSeconds": 5})
+    cluster.sandbox.up(build=False)
+    wait_for("both nodes idle", lambda: cluster.all_idle(2))
+    job = submit(cluster, "-w updates-cpu-1 --wrap 'sleep 300'")
+    wait_for("the job running", lambda: cluster.job_state(job) == "RUNNING")
+
+    set_pool(cluster, resources={"limits": {"cpu": "1", "memory": "640Mi"}})
+    report = cluster.sandbox.up(build=False)
+    [update_job] = [j for j in report.jobs_run if j.startswith("updates-pool-update-")]
+    template = update_job.removeprefix("updates-pool-update-")
+    first_run = cluster.ok(
+        cluster.ctl(f"sacct -X -D -n -P -j {job} -o state,nodelist")
+    ).splitlines()[0]
+    assert first_run == "REQUEUED|updates-cpu-1", first_run
+    # Requeued, it runs again once a node named in its request is back; sacct records the
+    # reason (set on the job in slurmctld at once) with the job's last run, when it ends.
+    wait_for("the job running again", lambda: cluster.job_state(job) == "RUNNING", timeout=180)
+    cluster.ok(cluster.ctl(f"scancel {job}"))
+    assert cluster.wait_job(job) == "CANCELLED"
+    reason = (
+        f"slurm-stack: requeued: node updates-cpu-1 was updated to pod template {template} "
+        "after the pool's 5s wait"
+    )
+
+    def last_run() -> list[str]:
+        out = cluster.ok(cluster.ctl(f"sacct -X -n -P -j {job} -o state,admincomment"))
+        return out.strip().split("|")
+
+    wait_for(
+        "the last run with the requeue's reason in sacct",
+        lambda: last_run()[0].startswith("CANCELLED") and last_run()[1] == reason,
+    )
 
 
 def test_a_broken_pool_image_stops_after_one_node_and_the_fix_needs_no_hand(
