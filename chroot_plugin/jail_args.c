@@ -60,6 +60,23 @@ static int add_bind(struct jail_config *cfg, const char *value, int read_only, i
 	return 0;
 }
 
+/* client=PATH: the node's own file or directory at PATH, read-only, over the jail's copy of
+ * it. Tasks then run the Slurm client of the slurmd that started them, whatever Slurm the
+ * jail's packages hold; a jail without the path keeps having none. */
+static int add_client(struct jail_config *cfg, const char *value, const char *arg, char *err,
+		      size_t err_len)
+{
+	char pair[2 * PATH_MAX + 2];
+
+	if (strlen(value) >= PATH_MAX)
+		return fail(err, err_len, "'%s': the path is too long", arg);
+	snprintf(pair, sizeof(pair), "%s:%s", value, value);
+	if (add_bind(cfg, pair, 1, 0, arg, err, err_len))
+		return -1;
+	cfg->binds[cfg->n_binds - 1].if_present = 1;
+	return 0;
+}
+
 /* Whether mounting at target hides path: target is path, lies under it, or contains it. */
 static int covers(const char *target, const char *path)
 {
@@ -120,6 +137,8 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = add_bind(cfg, value, 0, key_len == 8, arg, err, err_len);
 		else if (key_len == 7 && !strncmp(arg, "ro_bind", 7))
 			rc = add_bind(cfg, value, 1, 0, arg, err, err_len);
+		else if (key_len == 6 && !strncmp(arg, "client", 6))
+			rc = add_client(cfg, value, arg, err, err_len);
 		else if (key_len == 13 && !strncmp(arg, "allow_opt_out", 13)) {
 			if (strcmp(value, "0") && strcmp(value, "1"))
 				return fail(err, err_len, "'%s': allow_opt_out takes 0 or 1", arg);
@@ -128,7 +147,7 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		} else
 			return fail(err, err_len,
 				    "unknown argument '%s' (known: jail=, spool=, munge=, gpu_driver=, "
-				    "job_tmp=, job_shm=, submount=, bind=, ro_bind=, allow_opt_out=)", arg);
+				    "job_tmp=, job_shm=, submount=, bind=, ro_bind=, client=, allow_opt_out=)", arg);
 		if (rc)
 			return rc;
 	}

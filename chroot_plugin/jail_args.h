@@ -13,6 +13,7 @@ struct jail_bind {
 	char target[PATH_MAX]; /* path inside the jail */
 	int read_only;         /* ro_bind=: the job may read, never write */
 	int user;              /* submount=: the user's, never over what the jail needs */
+	int if_present;        /* client=: only over a path the jail already has */
 };
 
 struct jail_config {
@@ -24,7 +25,7 @@ struct jail_config {
 	char job_shm[PATH_MAX];         /* job_shm=DIR: the same for each job's /dev/shm */
 	int allow_opt_out;              /* allow_opt_out=1: users may pass --no-jail */
 	size_t n_binds;
-	struct jail_bind binds[JAIL_MAX_BINDS]; /* submount=, bind=, ro_bind=SRC:DST */
+	struct jail_bind binds[JAIL_MAX_BINDS]; /* submount=, bind=, ro_bind=SRC:DST, client=PATH */
 };
 
 /* Parse plugstack.conf arguments into cfg. Returns 0, or -1 with a message in err. */

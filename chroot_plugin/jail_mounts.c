@@ -299,6 +299,20 @@ static int private_namespace(void)
 
 static int in_private_namespace;
 
+/* Whether the jail has `inside`, reached without a symlink (no message when it has not). */
+static int jail_has(const char *inside)
+{
+	int fd;
+
+	while (*inside == '/')
+		inside++;
+	fd = open_beneath(root_fd, inside, O_PATH, 0);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
 static int bind_node_local(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound)
 {
 	const uint64_t plain = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
@@ -320,6 +334,8 @@ static int bind_node_local(const struct jail_config *cfg, unsigned int job_id, i
 		const struct jail_bind *b = &cfg->binds[i];
 
 		/* Each node has only its own pool's submounts: bind those that exist here. */
+		if (b->if_present && !jail_has(b->target))
+			continue;
 		if (access(b->source, F_OK) == 0 &&
 		    bind_in(b->source, b->target, 1, plain | (b->read_only ? MOUNT_ATTR_RDONLY : 0)))
 			return -1;

@@ -34,6 +34,18 @@ SSSD_CONFIG_DIR = "/etc/sssd"  # where the sssd sidecar puts its private copy of
 SSSD_SECRET_DIR = "/run/secrets/sssd"  # the sssd Secret, in the sssd sidecar
 SSS_PIPES_DIR = "/var/lib/sss/pipes"  # sssd's sockets, shared by the pod and bound into the jail
 PROJECT_LIB_DIR = "/usr/lib/slurm-stack"
+
+# The Slurm client that jobs and login sessions run is their pod's own, so it always matches
+# the slurmd or sackd beside it, also while a version change rolls through the cluster: these
+# paths of the pod (Debian's slurm-client commands and the plugin directory, which holds
+# libslurmfull.so) are bound read-only over the jail's copies, wherever the jail has them.
+SLURM_PLUGIN_DIR = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
+SLURM_CLIENT_COMMANDS = (
+    "sacct", "sacctmgr", "salloc", "sattach", "sbatch", "sbcast", "scancel", "scontrol",
+    "scrontab", "scrun", "sdiag", "sinfo", "sprio", "squeue", "sreport", "srun", "sshare",
+    "sstat", "strigger", "swait",
+)  # fmt: skip
+SLURM_CLIENT_PATHS = (*(f"/usr/bin/{name}" for name in SLURM_CLIENT_COMMANDS), SLURM_PLUGIN_DIR)
 CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
 HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
 EPILOG = f"{PROJECT_LIB_DIR}/epilog"  # slurmd's, in worker pods

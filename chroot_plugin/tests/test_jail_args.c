@@ -44,6 +44,16 @@ int main(void)
 	CHECK(strcmp(cfg.binds[1].source, "/etc/hosts") == 0);
 	CHECK(strcmp(cfg.binds[1].target, "/etc/hosts") == 0);
 
+	/* The node's Slurm client: read-only, at the same path, only where the jail has it. */
+	char *client[] = {"jail=/mnt/jail", "client=/usr/bin/srun"};
+	CHECK(parse(&cfg, err, 2, client) == 0);
+	CHECK(cfg.n_binds == 1 && cfg.binds[0].read_only == 1 && cfg.binds[0].if_present == 1);
+	CHECK(strcmp(cfg.binds[0].source, "/usr/bin/srun") == 0);
+	CHECK(strcmp(cfg.binds[0].target, "/usr/bin/srun") == 0);
+	char *client_relative[] = {"jail=/mnt/jail", "client=usr/bin/srun"};
+	CHECK(parse(&cfg, err, 2, client_relative) == -1);
+	CHECK(strstr(err, "absolute") != NULL);
+
 	char *read_only_bad[] = {"jail=/mnt/jail", "ro_bind=/etc/hosts"};
 	CHECK(parse(&cfg, err, 2, read_only_bad) == -1);
 	CHECK(strstr(err, "SOURCE:TARGET") != NULL);

@@ -89,7 +89,14 @@ static void config(struct jail_config *cfg)
 	path(cfg->binds[1].source, "site-source");
 	snprintf(cfg->binds[1].target, PATH_MAX, "/opt/site");
 	cfg->binds[1].read_only = 1;
-	cfg->n_binds = 2;
+	/* client=: the node's srun over the jail's; the jail has no sbatch, so none appears. */
+	path(cfg->binds[2].source, "node-srun");
+	snprintf(cfg->binds[2].target, PATH_MAX, "/usr/bin/srun");
+	path(cfg->binds[3].source, "node-srun");
+	snprintf(cfg->binds[3].target, PATH_MAX, "/usr/bin/sbatch");
+	for (int i = 2; i < 4; i++)
+		cfg->binds[i].read_only = cfg->binds[i].if_present = 1;
+	cfg->n_binds = 4;
 }
 
 /* Run `body` in a child process; its exit status counts its own failed checks. */
@@ -143,6 +150,10 @@ static void enters_the_jail(void)
 	CHECK(!mount_flags("/scratch", ST_RDONLY));
 	CHECK(mount_flags("/opt/site", ST_RDONLY | ST_NOSUID | ST_NODEV));
 	CHECK(contains("/opt/site/modules", "gcc"));
+	/* The node's Slurm client over the jail's, read-only; nothing where the jail has none. */
+	CHECK(contains("/usr/bin/srun", "node-srun"));
+	CHECK(mount_flags("/usr/bin/srun", ST_RDONLY | ST_NOSUID | ST_NODEV));
+	CHECK(access("/usr/bin/sbatch", F_OK) != 0 && errno == ENOENT);
 	/* Kernel tunables stay read-only; writing back nothing, the open itself must fail. */
 	fd = open("/proc/sys/kernel/core_pattern", O_WRONLY);
 	CHECK(fd < 0 && errno == EROFS);
@@ -239,6 +250,10 @@ int main(int argc, char **argv)
 	make_dir("site-source", 0755);
 	write_file("site-source/modules", "gcc/14\n");
 	write_file("pod-only", "pod-only\n");
+	make_dir("jail/usr", 0755);
+	make_dir("jail/usr/bin", 0755);
+	write_file("jail/usr/bin/srun", "jail-srun\n");
+	write_file("node-srun", "node-srun\n");
 
 	in_child(enters_the_jail);
 	path(p, "job-tmp/42/job-file");

@@ -108,6 +108,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
         env=env(
             SLURM_CONF=f"{paths.SLURM_RUN_DIR}/conf/slurm.conf",
             SSHD_CONFIG=f"{paths.SSHD_CONFIG_DIR}/sshd_config",
+            SLURM_CLIENT_PATHS=":".join(paths.SLURM_CLIENT_PATHS),
         ),
         volumeMounts=[
             {"name": "jail", "mountPath": paths.JAIL_DIR},

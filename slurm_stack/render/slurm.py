@@ -243,6 +243,7 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         gpu_driver=paths.GPU_DRIVER_DIR if spec.gpu_pools else None,
         allow_opt_out=spec.jail.allow_opt_out,
         submounts=submount_binds(spec),
+        client=paths.SLURM_CLIENT_PATHS,
         read_only=(
             *NODE_LOCAL_READ_ONLY,
             # auth/slurm: tasks' clients (srun in a batch script) ask slurmd's sack socket.
