@@ -302,8 +302,10 @@ DEFAULT_HEALTH_CHECK_TIMEOUT = 60  # Slurm's, read_config.h
 
 def health_check_timeout(spec: ClusterSpec) -> list[tuple[str, str]]:
     """HealthCheckTimeout below HealthCheckInterval: Slurm 26.05 logs an error at every start
-    when its default (60 s) is not below the interval (read_config.c); 24.11 has no such key."""
-    if not at_least(spec.slurm_version, "26.05"):
-        return []
+    when its default (60 s) is not below the interval (read_config.c); 24.11 has no such key.
+    Set only where the default does not do: a config that 24.11 also parses is one that the
+    older daemons still running during a version change can read."""
     interval = spec.health_checks.quick.interval_seconds
-    return [("HealthCheckTimeout", str(min(DEFAULT_HEALTH_CHECK_TIMEOUT, interval - 1)))]
+    if not at_least(spec.slurm_version, "26.05") or interval > DEFAULT_HEALTH_CHECK_TIMEOUT:
+        return []
+    return [("HealthCheckTimeout", str(interval - 1))]

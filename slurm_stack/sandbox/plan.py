@@ -44,6 +44,14 @@ Everything Kubernetes does that podman does not is translated here, in one place
   1.36); and a rebuilt image under the same tag rolls pods in the sandbox (their
   fingerprint changes) but not on Kubernetes, so such a roll's stops take the `drain`
   settings (no update Job marked the nodes);
+- pods start in phases that follow the stack's dependencies (database, slurmdbd, controller;
+  then the jail, the pools' update Jobs and the config Job; then workers, login and the
+  users Job), where Pulumi starts each resource as soon as those it depends on are ready;
+  what stays different: Pulumi may run resources of one phase at the same time as the next
+  (the config Job while the pools roll), the sandbox runs each phase to its end first;
+- the stack's outputs of the last `up` that succeeded are kept (`outputs.json`) and given
+  back to the program as the engine gives them (`readStackOutputs`: its deployed
+  slurmVersion); `sandbox down` does not run the program, as `pulumi destroy` does not;
 - PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
   nothing asks them (`kubectl drain` would);
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
@@ -84,7 +92,9 @@ PHASES = {
     "worker": 4,
     "users": 4,
     "pool-update": 3,  # marks the pools' nodes before their pods take a new template
-    "reconfigure": 5,
+    # Pulumi starts it once the controller is updated, so on Kubernetes it runs while the pools
+    # still roll (a version change: beside older slurmds); so here, before the pools' phase.
+    "reconfigure": 3,
 }
 
 # Upstream images no registry serves here, and the local build that stands in for each.
