@@ -9,6 +9,7 @@ from slurm_stack.spec import (
     SpecError,
     load_spec,
 )
+from slurm_stack.version_change import deployed_slurm_version, refuse_version_change
 
 CLUSTER_CONFIG_KEY = "cluster"
 
@@ -24,16 +25,20 @@ class StackConfigError(SpecError, pulumi.RunError):
 
 def run() -> SlurmCluster:
     """Body of `__main__.py`; only this function reads `pulumi.Config`."""
+    # First, before any Output exists: the invoke runs the event loop until it answers.
+    deployed = deployed_slurm_version()
     config = pulumi.Config()
     db_password = config.get_secret(DB_PASSWORD_CONFIG_KEY.split(":", 1)[1])
     ldap_password = config.get_secret(LDAP_PASSWORD_CONFIG_KEY.split(":", 1)[1])
+    config_key = f"{config.name}:{CLUSTER_CONFIG_KEY}"
     try:
         spec = load_spec(
             config.get_object(CLUSTER_CONFIG_KEY),
             db_password_provided=db_password is not None,
             ldap_password_provided=ldap_password is not None,
-            config_key=f"{config.name}:{CLUSTER_CONFIG_KEY}",
+            config_key=config_key,
         )
+        refuse_version_change(deployed, spec.slurm_version, config_key)
     except SpecError as error:
         raise StackConfigError(list(error.issues), error.config_key) from None
     cluster = SlurmCluster(

@@ -442,12 +442,18 @@ def test_an_accounting_password_slurmdbd_conf_cannot_hold_is_refused(password: s
     config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
     config["accounting"] = {"mode": "external", "external": {"host": "db.example.org"}}
     key = "slurm-stack:accountingDbPassword"
-    with pytest.raises(SpecError) as error:
+    # Raised while the Secret's value resolves: the engine may report it as the cause of the
+    # resource registration that waited for it ("While processing resource: ...").
+    with pytest.raises(ValueError) as error:
         run_program(
             run,
             config={"slurm-stack:cluster": json.dumps(config), key: password},
             secret_keys=[key],
         )
-    message = str(error.value)
+    chain = [error.value]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    assert any(isinstance(e, SpecError) for e in chain)
+    message = "\n".join(str(e) for e in chain)
     assert f"{key}: cannot be written to slurmdbd.conf" in message
     assert password not in message

@@ -30,8 +30,8 @@ TIMEOUTS: dict[str, str] = {
     "mariadb": "20m",  # embedded MariaDB StatefulSet
     "mariadb-service": "20m",  # its Service
     "mariadb-operator": "20m",  # `MariaDB` custom resource, awaited for condition Ready
-    "slurmdbd": "20m",  # Deployment
-    "slurmdbd-service": "20m",  # its Service
+    "slurmdbd": "60m",  # Deployment: its startup probe allows an hour (a database upgrade)
+    "slurmdbd-service": "60m",  # its Service
     "slurmctld": "15m",  # StatefulSet
     "slurmctld-service": "15m",  # its Service
     "populate-jail": _minutes(POPULATE_DEADLINE_SECONDS + JOB_MARGIN_SECONDS),  # Job

@@ -43,6 +43,10 @@ MARIADB_ROOT_SECRET_DIR = "/run/secrets/mariadb-root"
 STORAGE_PASS_FORBIDDEN = frozenset('#\\"')
 
 
+# Up to an hour for slurmdbd to start listening (5 s between probes).
+SLURMDBD_START_PROBES = 720
+
+
 def storage_pass_problem(password: str) -> str | None:
     """Why slurmdbd.conf cannot hold ``password`` (never quoting it), or None if it can."""
     if not password:
@@ -274,7 +278,10 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
         ],
         resources=resources(spec.accounting.resources),
         securityContext=non_root(paths.SLURM_UID),
-        startupProbe=tcp_probe(paths.SLURMDBD_PORT, period=2, failures=300),
+        # slurmdbd listens only once its storage plugin has started, which after a Slurm
+        # upgrade converts the database first (accounting_storage_mysql.c, init): "tens of
+        # minutes" on large databases (upgrades.shtml), and killing it then risks data loss.
+        startupProbe=tcp_probe(paths.SLURMDBD_PORT, period=5, failures=SLURMDBD_START_PROBES),
         readinessProbe=tcp_probe(paths.SLURMDBD_PORT),
         livenessProbe=tcp_probe(paths.SLURMDBD_PORT, period=30, failures=4),
     )

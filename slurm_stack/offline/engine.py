@@ -159,8 +159,8 @@ def _encode_struct(values: dict[str, Any], secret: frozenset[str]) -> struct_pb2
 
 
 class _RecordingMonitor(MockMonitor):
-    def __init__(self) -> None:
-        super().__init__(OfflineMocks())
+    def __init__(self, previous_outputs: Mapping[str, Any] | None = None) -> None:
+        super().__init__(OfflineMocks(previous_outputs))
         self.lock = threading.Lock()
         self.records: dict[str, RecordedResource] = {}
         self.registered_outputs: dict[str, tuple[dict[str, Any], frozenset[str]]] = {}
@@ -275,16 +275,18 @@ def run_program(
     config: Mapping[str, Any] | None = None,
     secret_keys: Iterable[str] | None = None,
     preview: bool = False,
+    previous_outputs: Mapping[str, Any] | None = None,
 ) -> ProgramRun:
     """Run `program` under the mock engine and return what it registered, fully settled.
 
     `config` is stack config as in `Pulumi.<stack>.yaml`, keys with or without the
     `<project>:` prefix; values that are not strings are JSON-encoded, as the engine hands
-    objects to `pulumi.Config`. `secret_keys` names the secret ones.
+    objects to `pulumi.Config`. `secret_keys` names the secret ones. `previous_outputs` are
+    the stack's outputs from its last update (what the program reads back about itself).
     Raises the program's own exception if it fails, and `OfflineEngineError` for problems the
     engine would reject (duplicate URNs) or mocks that failed.
     """
-    monitor = _RecordingMonitor()
+    monitor = _RecordingMonitor(previous_outputs)
     engine = _RecordingEngine()
     failure: list[BaseException] = []
 

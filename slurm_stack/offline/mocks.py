@@ -13,7 +13,7 @@ import hashlib
 import random
 import string
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
@@ -180,7 +180,13 @@ def mock_state(type_: str, name: str, urn: str, inputs: Outputs) -> tuple[str, O
 
 
 class OfflineMocks(Mocks):
-    """`pulumi.runtime.Mocks` over `mock_state`, for reads and invokes of the stock monitor."""
+    """`pulumi.runtime.Mocks` over `mock_state`, for reads and invokes of the stock monitor.
+
+    ``previous_outputs`` are the stack outputs of the last update, as the engine's
+    `pulumi:pulumi:readStackOutputs` gives them (none: a stack that was never updated)."""
+
+    def __init__(self, previous_outputs: Mapping[str, Any] | None = None) -> None:
+        self.previous_outputs = dict(previous_outputs or {})
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict]:
         """Reads (`Resource.get`) have no URN here: seed from type, name and id instead."""
@@ -188,5 +194,8 @@ class OfflineMocks(Mocks):
         return mock_state(args.typ, args.name, seed, args.inputs)
 
     def call(self, args: MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
-        """Invokes return nothing."""
+        """A stack's outputs for readStackOutputs; other invokes return nothing."""
+        if args.token == "pulumi:pulumi:readStackOutputs":
+            name = args.args.get("name")
+            return {"name": name, "outputs": self.previous_outputs, "secretOutputNames": []}, []
         return {}, []

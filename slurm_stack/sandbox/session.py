@@ -365,6 +365,7 @@ class Sandbox:
         self.state = SandboxState.for_stack(stack, self.state_base)
         self._spec: ClusterSpec | None = None
         self._plan: Plan | None = None
+        self._outputs: dict[str, object] = {}
 
     # -- building the plan --------------------------------------------------------------------
 
@@ -375,6 +376,7 @@ class Sandbox:
         self.state.root.mkdir(parents=True, exist_ok=True)
         stack = render_for_sandbox(self.stack_file, self.project, self.state)
         self._spec = stack.spec
+        self._outputs = stack.outputs
         self._plan = plan(
             stack.manifests,
             str(self.state.root),
@@ -394,7 +396,10 @@ class Sandbox:
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        """The cluster's name, read from the stack file without running the program where
+        it can be: `down`, like `pulumi destroy`, must not need a stack the program accepts
+        (one whose slurmVersion goes back, say)."""
+        return cluster_name(self.stack_file, self.project) or self.spec.name
 
     def applier(self) -> Applier:
         return Applier(self.name, self.state, self.podman, self.log)
@@ -472,7 +477,10 @@ class Sandbox:
             self.log("images built")
         current = self.render()
         self._install_fake_gpu_tools()
-        return self.applier().apply(current)
+        report = self.applier().apply(current)
+        # The outputs the next run reads back, recorded only for an `up` that succeeded.
+        self.state.save_outputs(self._outputs)
+        return report
 
     def down(self, *, delete_data: bool = False) -> list[str]:
         """Remove the pods and network; with ``delete_data`` also every volume and key (then

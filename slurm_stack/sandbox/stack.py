@@ -95,7 +95,12 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
     )
     config = {**stack.config, key: json.dumps(cluster)}
     result = run_program(
-        run, project=project, stack=stack.stack, config=config, secret_keys=stack.secret_keys
+        run,
+        project=project,
+        stack=stack.stack,
+        config=config,
+        secret_keys=stack.secret_keys,
+        previous_outputs=state.load_outputs(),
     )
     documents = manifests(result.resources)
     problems = validate_manifests(documents, unknown_kinds="skip")

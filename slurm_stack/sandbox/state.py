@@ -70,6 +70,19 @@ class SandboxState:
         return self.root / "secrets.json"
 
     @property
+    def outputs_file(self) -> Path:
+        """The stack outputs of the last `up`, which the program reads back as Pulumi's state
+        gives them (its deployed slurmVersion)."""
+        return self.root / "outputs.json"
+
+    def load_outputs(self) -> dict[str, object]:
+        return json.loads(self.outputs_file.read_text()) if self.outputs_file.exists() else {}
+
+    def save_outputs(self, outputs: dict[str, object]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.outputs_file.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n")
+
+    @property
     def ips_file(self) -> Path:
         return self.root / "ips.json"
 

@@ -1,0 +1,67 @@
+"""A change of `slurmVersion` on a deployed stack: allowed only the way Slurm upgrades.
+
+Slurm converts its state files and accounting database when a newer major starts, and reads
+state of a few majors back only (doc/html/upgrades.shtml, "Compatibility Window"): going back
+to an older major, or jumping past the window, loses controller state and accounting data. The
+stack's last deployed version is its own `slurmVersion` output, read through the engine's
+`pulumi:pulumi:readStackOutputs` invoke (the one StackReference uses; pulumi/pulumi
+pkg/resource/deploy/builtins.go). The invoke is synchronous, so the check runs before the
+program registers any resource.
+"""
+
+import pulumi
+
+from slurm_stack.spec.errors import SpecError, SpecIssue
+from slurm_stack.spec.versions import SUPPORTED_VERSIONS, at_least
+
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
+VERSION_OUTPUT = "slurmVersion"
+
+# Slurm's compatibility table: the majors whose state each major converts (upgrades.shtml).
+UPGRADES_FROM: dict[str, tuple[str, ...]] = {
+    "24.11": ("24.05", "23.11", "23.02"),
+    "26.05": ("25.11", "25.05", "24.11"),
+}
+
+
+def deployed_slurm_version() -> str | None:
+    """This stack's `slurmVersion` output from its last update; None on the first `up`, or
+    where the backend cannot say (the mock engine, a backend without stack outputs)."""
+    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    try:
+        result = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": name})
+    except Exception as error:  # a backend that cannot say only skips the check
+        pulumi.log.warn(f"cannot read this stack's last slurmVersion ({error}); not checked")
+        return None
+    outputs = (result.value or {}).get("outputs") or {}
+    version = outputs.get(VERSION_OUTPUT)
+    return version if isinstance(version, str) else None
+
+
+def version_change_issue(deployed: str | None, wanted: str) -> SpecIssue | None:
+    """Why the stack cannot go from Slurm ``deployed`` to ``wanted``, or None when it can."""
+    if deployed is None or deployed == wanted:
+        return None
+    if at_least(deployed, wanted):
+        return SpecIssue(
+            "slurmVersion",
+            f"this stack runs Slurm {deployed}; going back to {wanted} is not supported: "
+            f"Slurm {deployed} converted the controller's state and the accounting database, "
+            f"which {wanted} cannot read (restore backups taken before the upgrade instead). "
+            f"Keep slurmVersion {deployed!r}",
+        )
+    if deployed not in UPGRADES_FROM.get(wanted, ()):
+        steps = [v for v in SUPPORTED_VERSIONS if deployed in UPGRADES_FROM.get(v, ())]
+        return SpecIssue(
+            "slurmVersion",
+            f"this stack runs Slurm {deployed}, and Slurm {wanted} cannot convert its state "
+            f"(it upgrades from {', '.join(UPGRADES_FROM.get(wanted, ())) or 'no release'}); "
+            f"upgrade in steps, first to {' or '.join(steps) or 'a release between them'}",
+        )
+    return None
+
+
+def refuse_version_change(deployed: str | None, wanted: str, config_key: str) -> None:
+    """Raise SpecError when Slurm ``wanted`` cannot follow the ``deployed`` one."""
+    if issue := version_change_issue(deployed, wanted):
+        raise SpecError([issue], config_key)
