@@ -586,6 +586,13 @@ def bad(changes: dict[str, Any], path: str, fragment: str, count: int = 1, *, id
 
 
 INVALID = [
+    # ---- what the jail plugin can hold per node
+    bad(
+        {"workerPools[0].submounts": [_empty(f"s{i}", f"/s{i}") for i in range(33)]},
+        "workerPools[0].submounts",
+        "would have 33 submounts (jail.submounts plus these); at most 32",
+        id="too-many-submounts-for-a-node",
+    ),
     # ---- Kubernetes' own rules for what the spec passes through (names, keys, tolerations)
     bad(
         {"labels": {"team name": "ml"}},

@@ -373,6 +373,24 @@ def submounts_do_not_collide(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                     yield SpecIssue(where, f"{value!r} is used by more than one submount here")
 
 
+# The jail plugin holds at most 64 binds per node (chroot_plugin/jail_args.h, JAIL_MAX_BINDS);
+# the node's own Slurm client and files (paths.SLURM_CLIENT_PATHS and a few more) take ~28.
+MAX_SUBMOUNTS_PER_NODE = 32
+
+
+def submounts_fit_the_jail_plugin(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """A node's submounts (the jail's plus its pool's) fit in the plugin's bind table."""
+    shared = len(_items(_get(raw, "jail", {}), "submounts"))
+    for p, pool in _items(raw, "workerPools"):
+        total = shared + len(_items(pool, "submounts"))
+        if total > MAX_SUBMOUNTS_PER_NODE:
+            yield SpecIssue(
+                join_path("workerPools", p, "submounts"),
+                f"a node of this pool would have {total} submounts (jail.submounts plus "
+                f"these); at most {MAX_SUBMOUNTS_PER_NODE} are supported",
+            )
+
+
 def jail_claims_are_shared(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     """A jail submount is mounted by every login and worker pod: a pvc one must be a claim
     that exists, not one new claim per node."""
@@ -523,6 +541,7 @@ RULES: tuple[Rule, ...] = (
     owned_lines_not_overridden,
     resources_make_sense,
     submounts_do_not_collide,
+    submounts_fit_the_jail_plugin,
     jail_claims_are_shared,
     gpu_health_checks,
     external_db_password,
