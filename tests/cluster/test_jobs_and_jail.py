@@ -206,8 +206,11 @@ def test_opting_out_of_the_jail_is_refused_unless_allowed(cluster: Cluster) -> N
 
 
 def test_a_broken_jail_fails_the_task_instead_of_running_on_the_pod(cluster: Cluster) -> None:
-    # Hide the jail on one worker (an unmounted or unpopulated volume looks the same).
-    cluster.ok(cluster.node("itest-cpu-1", "mount -t tmpfs broken /mnt/jail"))
+    # Hide the jail on one worker (an unmounted or unpopulated volume looks the same). The
+    # population marker stays, so the quick health check (every 10 s here) does not drain the
+    # node first: the task itself must meet the broken jail.
+    hide = "mount -t tmpfs broken /mnt/jail && echo version=x > /mnt/jail/.slurm-stack-populated"
+    cluster.ok(cluster.node("itest-cpu-1", hide))
     try:
         result = cluster.login("srun -w itest-cpu-1 sh -c 'echo ran; cat /pod-only'")
         assert result.returncode != 0
