@@ -56,7 +56,13 @@ def final(cluster: Cluster, job: str, timeout: float = 120) -> str:
         ends = ("COMPLETED", "CANCELLED", "FAILED", "NODE_FAIL", "TIMEOUT")
         return rows[-1] if rows and rows[-1].startswith(ends) else ""
 
-    return wait_for(f"job {job} to end in sacct", ended, timeout=timeout)
+    try:
+        return wait_for(f"job {job} to end in sacct", ended, timeout=timeout)
+    except pytest.fail.Exception as timeout_error:
+        # Say where the job is stuck: slurmctld's view and every run sacct has.
+        status = cluster.ctl(f"scontrol show job {job} -o").stdout.strip()
+        runs = cluster.ctl(f"sacct -D -n -P -j {job} -o jobid,state,nodelist,start,end").stdout
+        pytest.fail(f"{timeout_error}\nscontrol: {status}\nsacct:\n{runs}")
 
 
 def node_of(cluster: Cluster, job: str) -> str:
