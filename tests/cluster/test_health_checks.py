@@ -108,5 +108,11 @@ def test_nccl_benchmark_drains_the_slow_node_and_leaves_the_fast_one(cluster: Cl
         ),
         timeout=90,
     )
-    assert cluster.node_states()["itest-gpu-1"] == "idle", jobs
+    # sacct has a job's end before slurmctld has the node back: the node completes (epilog,
+    # step cleanup) for a moment after, so its state is awaited, not sampled once.
+    wait_for(
+        f"itest-gpu-1 idle after its benchmark (jobs: {jobs!r})",
+        lambda: cluster.node_states().get("itest-gpu-1") == "idle",
+        timeout=30,
+    )
     cluster.ok(cluster.ctl("scontrol update NodeName=itest-gpu-0 State=RESUME"))
