@@ -225,8 +225,13 @@ def test_new_login_and_controller_images_keep_every_job(updates: Cluster) -> Non
         running = submit(cluster, "-w updates-cpu-1 --wrap 'sleep 20'")
         wait_for("the job running", lambda: cluster.job_state(running) == "RUNNING")
         queued = submit(cluster, f"-d afterok:{running} --wrap true")
+        # An idle client learns that its server is gone from the FIN the dying sshd sends, or,
+        # where none arrives (the pod's network went first), from its next packet: keepalives
+        # every 2 s, as a client configured for long sessions sends them.
+        ssh = cluster.sandbox.ssh_command("sandbox")
+        ssh[1:1] = ["-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3"]
         session = subprocess.Popen(
-            [*cluster.sandbox.ssh_command("sandbox"), "sleep 600"],
+            [*ssh, "sleep 600"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
