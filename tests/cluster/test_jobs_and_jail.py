@@ -163,6 +163,14 @@ def test_a_jail_wide_submount_is_shared_by_logins_and_every_pool(cluster: Cluste
     assert not (cluster.jail / "datasets" / "sandbox").exists()
 
 
+def test_nvidia_smi_in_a_job_lists_the_gpus_of_its_node(cluster: Cluster) -> None:
+    # The sandbox's stand-in lists the /dev/nvidiaN devices the job can see; the itest GPU pool
+    # has 2 per node. (Every job on the node sees both: confining a job to its own GPUs is not
+    # done without cgroups.enforce.)
+    out = cluster.ok(cluster.login("srun -p gpu -w itest-gpu-1 --gres=gpu:2 nvidia-smi -L"))
+    assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0", "GPU 1"], out
+
+
 def test_gpu_jobs_get_their_nodes_driver_files_and_cpu_jobs_do_not(cluster: Cluster) -> None:
     driver = "/run/slurm-stack/gpu-driver"
     script = f"command -v nvidia-smi; echo $LD_LIBRARY_PATH; head -1 {driver}/lib/libcuda.so.1"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -66,10 +67,25 @@ def test_default_gpus_answer_the_checks_queries(tmp_path: Path) -> None:
     rows = parse_ecc(ecc.stdout)
     assert (ecc.returncode, len(rows)) == (0, 8)
     assert all(row.problems() == [] for row in rows)
-    assert len(parse_gpu_list(_smi(tmp_path, *GPU_LIST_ARGS).stdout)) == 1  # default count
     assert _smi(tmp_path, "-L", FAKE_GPU_COUNT="2").stdout.startswith(
         "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-"
     )
+
+
+def test_without_a_count_it_lists_the_gpu_devices_it_can_see(tmp_path: Path) -> None:
+    # A job's nvidia-smi (its /etc is the jail's, without the pod's count): one GPU per
+    # /dev/nvidiaN character device, whatever their minors; nvidiactl and friends are not GPUs.
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia4", "nvidia6", "nvidiactl", "nvidia-uvm"):
+        os.mknod(dev / name, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    (dev / "nvidia7").write_text("not a device\n")
+    listed = _smi(tmp_path, "-L", FAKE_GPU_DEV=str(dev))
+    assert [line.split(":")[0] for line in listed.stdout.splitlines()] == ["GPU 0", "GPU 1"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = _smi(tmp_path, "-L", FAKE_GPU_DEV=str(empty))
+    assert (none.returncode, none.stdout) == (RC_NO_DEVICES, "No devices were found\n")
 
 
 def test_files_replace_a_querys_output_and_status(tmp_path: Path) -> None:
