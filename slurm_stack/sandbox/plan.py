@@ -67,13 +67,18 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library
   file (no GPU here; the NVIDIA device plugin and runtime would inject the real ones), and the
   host's kernel log read-only for the XID check (an unprivileged pod on Kubernetes cannot open
-  /dev/kmsg).
+  /dev/kmsg). The device nodes are character devices of NVIDIA's major (195), one minor per
+  GPU, as the device plugin gives them: a pod keeps the host's minors of the GPUs it was
+  given. By default a pod gets minors 0 to its request minus 1; `SandboxState.gpu_devices_file`
+  gives a pod other minors or fewer devices than it asked for, as a host whose GPUs 0-3 are
+  taken, or one with a GPU missing, would. Opening one fails (no driver): the fake tools only
+  look for them, and Slurm and the jail plugin only stat and bind them.
 """
 
 import base64
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -216,11 +221,13 @@ def plan(
     *,
     ips: Mapping[str, str] | None = None,
     image_tag: str = "",
+    gpu_devices: Mapping[str, Sequence[int]] | None = None,
 ) -> Plan:
     """The sandbox plan for ``manifests`` (rendered with secrets shown).
 
     ``ips`` keeps the addresses of pods that already exist; new pods get the lowest free ones.
     ``image_tag`` tags the local builds that replace upstream images (`LOCAL_IMAGES`).
+    ``gpu_devices`` gives GPU pods the minors of their fake GPUs (default: 0 to request - 1).
     """
     by_kind: dict[str, list[Manifest]] = {}
     for manifest in manifests:
@@ -276,7 +283,9 @@ def plan(
             immutable,
         )
         pod_spec = template["spec"]
-        containers = _containers(name, pod_spec, volumes, secrets, image_tag, state_dir)
+        containers = _containers(
+            name, pod_spec, volumes, secrets, image_tag, state_dir, gpu_devices or {}
+        )
         pods.append(
             Pod(
                 name,
@@ -346,12 +355,34 @@ def _probe(container: Manifest) -> Probe | None:
     return Probe(command=tuple(probe["exec"]["command"]), **timing)
 
 
-def _gpu_devices(gpus: int) -> tuple[tuple[str, str], ...]:
-    """No GPU here: a harmless character device stands at each path gres.conf names. The
-    node's kernel log, where the XID check looks, is the host's own (read-only)."""
+NVIDIA_MAJOR = 195  # the character-device major of /dev/nvidiaN and /dev/nvidiactl
+NVIDIA_CONTROL_MINOR = 255  # /dev/nvidiactl, which every GPU pod gets beside its GPUs
+
+
+def fake_gpu_device(state_dir: str, name: str) -> str:
+    """The host's stand-in for /dev/``name`` of a GPU pod (the session creates it)."""
+    return f"{state_dir}/fake-gpu/dev/{name}"
+
+
+def fake_gpu_minor(name: str) -> int:
+    """The minor of fake device /dev/``name``: nvidiaN's is N; nvidiactl's is 255."""
+    return NVIDIA_CONTROL_MINOR if name == "nvidiactl" else int(name.removeprefix("nvidia"))
+
+
+def _gpu_devices(
+    gpus: int, minors: Sequence[int] | None, state_dir: str
+) -> tuple[tuple[str, str], ...]:
+    """No GPU here: a fake device node of NVIDIA's major at each GPU's own minor, as the device
+    plugin would give them, and the control device. The node's kernel log, where the XID check
+    looks, is the host's own (read-only)."""
     if not gpus:
         return ()
-    return (*(("/dev/null", f"/dev/nvidia{i}") for i in range(gpus)), ("/dev/kmsg", "/dev/kmsg"))
+    given = range(gpus) if minors is None else minors
+    names = ["nvidiactl", *(f"nvidia{minor}" for minor in given)]
+    return (
+        *((fake_gpu_device(state_dir, name), f"/dev/{name}") for name in names),
+        ("/dev/kmsg", "/dev/kmsg"),
+    )
 
 
 def _gpu_count(container: Manifest) -> int:
@@ -447,6 +478,7 @@ def _containers(
     secrets: dict[str, dict[str, bytes]],
     image_tag: str,
     state_dir: str,
+    gpu_devices: Mapping[str, Sequence[int]],
 ) -> tuple[Container, ...]:
     out = []
     entries = [
@@ -469,7 +501,6 @@ def _containers(
                 Mount(f"{fake}/{pod}", FAKE_GPU_DIR, True),
                 Mount(f"{fake}/lib/{FAKE_DRIVER_LIBRARY_NAME}", FAKE_DRIVER_LIBRARY, True),
             ]
-            env += (("FAKE_GPU_COUNT", str(gpus)),)
         pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {})
         out.append(
             Container(
@@ -488,7 +519,7 @@ def _containers(
                 apparmor_unconfined=context.get("appArmorProfile", {}).get("type") == "Unconfined",
                 seccomp=context.get("seccompProfile", pod_seccomp).get("type", "Unconfined"),
                 mounts=tuple(mounts),
-                devices=_gpu_devices(gpus),
+                devices=_gpu_devices(gpus, gpu_devices.get(pod), state_dir),
                 probe=_probe(container),
                 pre_stop=tuple(pre_stop.get("command", ())),
             )

@@ -4,6 +4,7 @@ import hashlib
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 from collections.abc import Collection, Mapping, Sequence
@@ -20,7 +21,13 @@ from slurm_stack.sandbox.apply import (
     unmount_below,
 )
 from slurm_stack.sandbox.images import ROOT, ensure_images
-from slurm_stack.sandbox.plan import FAKE_DRIVER_LIBRARY_NAME, Plan, plan
+from slurm_stack.sandbox.plan import (
+    FAKE_DRIVER_LIBRARY_NAME,
+    NVIDIA_MAJOR,
+    Plan,
+    fake_gpu_minor,
+    plan,
+)
 from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
 from slurm_stack.sandbox.stack import SANDBOX_USER, cluster_name, render_for_sandbox
 from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxRecord, SandboxState, load_records
@@ -383,6 +390,7 @@ class Sandbox:
             subnet_for(stack.spec.name),
             ips=self.state.load_ips(),
             image_tag=f"{stack.spec.slurm_version}-{IMAGE_REVISION}",
+            gpu_devices=self.state.load_gpu_devices(),
         )
         self.state.save_ips({pod.name: pod.ip for pod in self._plan.pods})
         return self._plan
@@ -568,15 +576,16 @@ class Sandbox:
             "the node's driver library, so the sandbox can show it reaching the jail.\n"
         )
         for pod in self.current_plan.pods:
-            gpus = max(
-                (int(dict(c.env).get("FAKE_GPU_COUNT", 0)) for c in pod.containers), default=0
-            )
-            if gpus:
-                answers = self.state.root / "fake-gpu" / pod.name
-                answers.mkdir(parents=True, exist_ok=True)
-                # slurmd runs the health check with an environment of its own, without the
-                # container's FAKE_GPU_COUNT: the count is also a file the fake tool reads.
-                (answers / "count").write_text(f"{gpus}\n")
+            devices = [source for c in pod.containers for source, _ in c.devices]
+            if any(source.startswith(f"{self.state.root}/fake-gpu/dev/") for source in devices):
+                (self.state.root / "fake-gpu" / pod.name).mkdir(parents=True, exist_ok=True)
+            for source in devices:
+                device = Path(source)
+                if device.parent == self.state.root / "fake-gpu" / "dev" and not device.exists():
+                    device.parent.mkdir(parents=True, exist_ok=True)
+                    minor = fake_gpu_minor(device.name)
+                    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(NVIDIA_MAJOR, minor))
+                    device.chmod(0o666)  # as the driver makes them; podman copies the mode
 
     def kill_pod(self, name: str) -> ApplyReport:
         """Kill a long-running pod without its preStop hook or grace, as a crash or a lost

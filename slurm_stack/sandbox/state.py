@@ -83,6 +83,23 @@ class SandboxState:
         self.outputs_file.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n")
 
     @property
+    def gpu_devices_file(self) -> Path:
+        """The emulated NVIDIA device plugin's choice: JSON ``{pod: [device minors]}``. A GPU
+        pod not listed gets minors 0 to its request minus 1 (see plan.py)."""
+        return self.root / "gpu-devices.json"
+
+    def load_gpu_devices(self) -> dict[str, list[int]]:
+        if not self.gpu_devices_file.exists():
+            return {}
+        document = json.loads(self.gpu_devices_file.read_text())
+        return {str(pod): [int(minor) for minor in minors] for pod, minors in document.items()}
+
+    def save_gpu_devices(self, devices: dict[str, list[int]]) -> None:
+        """Give pod ``pod`` the fake GPUs with these minors when it next starts."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.gpu_devices_file.write_text(json.dumps(devices, indent=2, sort_keys=True) + "\n")
+
+    @property
     def ips_file(self) -> Path:
         return self.root / "ips.json"
 

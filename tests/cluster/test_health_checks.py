@@ -21,8 +21,7 @@ def fake_gpu(cluster: Cluster) -> Iterator[dict[str, object]]:
     yield dirs
     for directory in dirs.values():
         for file in directory.iterdir():
-            if file.name != "count":  # the pod's GPU count, written by the sandbox
-                file.unlink()
+            file.unlink()
 
 
 def test_missing_gpu_drains_with_our_reason_and_recovery_resumes(
@@ -42,8 +41,7 @@ def test_missing_gpu_drains_with_our_reason_and_recovery_resumes(
     assert cluster.node_states()["itest-gpu-1"] == "idle"  # the healthy node is untouched
 
     for file in list(directory.iterdir()):  # type: ignore[attr-defined]
-        if file.name != "count":
-            file.unlink()
+        file.unlink()
     wait_for(
         "itest-gpu-0 resumed",
         lambda: cluster.node_states().get("itest-gpu-0") == "idle",

@@ -73,15 +73,18 @@ def test_default_gpus_answer_the_checks_queries(tmp_path: Path) -> None:
 
 
 def test_without_a_count_it_lists_the_gpu_devices_it_can_see(tmp_path: Path) -> None:
-    # A job's nvidia-smi (its /etc is the jail's, without the pod's count): one GPU per
-    # /dev/nvidiaN character device, whatever their minors; nvidiactl and friends are not GPUs.
+    # What a process can open: one GPU per /dev/nvidiaN character device, ordered by minor,
+    # whatever the minors; nvidiactl and friends are not GPUs. Identity follows the minor.
     dev = tmp_path / "dev"
     dev.mkdir()
-    for name in ("nvidia4", "nvidia6", "nvidiactl", "nvidia-uvm"):
-        os.mknod(dev / name, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    for name in ("nvidia6", "nvidia4", "nvidiactl", "nvidia-uvm"):
+        os.mknod(dev / name, stat.S_IFCHR | 0o666, os.makedev(195, 0))
     (dev / "nvidia7").write_text("not a device\n")
-    listed = _smi(tmp_path, "-L", FAKE_GPU_DEV=str(dev))
-    assert [line.split(":")[0] for line in listed.stdout.splitlines()] == ["GPU 0", "GPU 1"]
+    listed = _smi(tmp_path, "-L", FAKE_GPU_DEV=str(dev)).stdout.splitlines()
+    assert [line.split(":")[0] for line in listed] == ["GPU 0", "GPU 1"]
+    assert listed[0].endswith("000000000004)") and listed[1].endswith("000000000006)"), listed
+    rows = _smi(tmp_path, *GPU_LIST_ARGS, FAKE_GPU_DEV=str(dev)).stdout.splitlines()
+    assert [row.split(", ")[3] for row in rows] == ["00000000:38:00.0", "00000000:48:00.0"]
     empty = tmp_path / "empty"
     empty.mkdir()
     none = _smi(tmp_path, "-L", FAKE_GPU_DEV=str(empty))
@@ -160,11 +163,3 @@ def test_all_reduce_perf_default_and_crash(tmp_path: Path) -> None:
     assert crashed.returncode == 1
     with pytest.raises(NcclOutputError):
         parse_all_reduce(crashed.stdout)
-
-
-def test_without_the_environment_the_count_comes_from_the_pods_file(tmp_path: Path) -> None:
-    # slurmd runs the health check with an environment of its own: no FAKE_GPU_COUNT there.
-    (tmp_path / "count").write_text("2\n")
-    listed = _smi(tmp_path, *GPU_LIST_ARGS)
-    assert [line.split(",")[0] for line in listed.stdout.splitlines()] == ["0", "1"]
-    assert _smi(tmp_path, *GPU_LIST_ARGS, FAKE_GPU_COUNT="3").stdout.count("\n") == 3
