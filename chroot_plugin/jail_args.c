@@ -128,6 +128,8 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = copy_path(cfg->munge, value, arg, err, err_len);
 		else if (key_len == 10 && !strncmp(arg, "gpu_driver", 10))
 			rc = copy_path(cfg->gpu_driver, value, arg, err, err_len);
+		else if (key_len == 4 && !strncmp(arg, "gpus", 4))
+			rc = copy_path(cfg->gpus, value, arg, err, err_len);
 		else if (key_len == 7 && !strncmp(arg, "job_tmp", 7))
 			rc = copy_path(cfg->job_tmp, value, arg, err, err_len);
 		else if (key_len == 7 && !strncmp(arg, "job_shm", 7))
@@ -146,7 +148,7 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = 0;
 		} else
 			return fail(err, err_len,
-				    "unknown argument '%s' (known: jail=, spool=, munge=, gpu_driver=, "
+				    "unknown argument '%s' (known: jail=, spool=, munge=, gpu_driver=, gpus=, "
 				    "job_tmp=, job_shm=, submount=, bind=, ro_bind=, client=, allow_opt_out=)", arg);
 		if (rc)
 			return rc;

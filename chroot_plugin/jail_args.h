@@ -21,6 +21,7 @@ struct jail_config {
 	char spool[PATH_MAX];           /* spool=/var/spool/slurmd: batch scripts live here */
 	char munge[PATH_MAX];           /* munge=/run/munge: srun inside a job needs it */
 	char gpu_driver[PATH_MAX];      /* gpu_driver=DIR: this node's staged driver files, if any */
+	char gpus[PATH_MAX];            /* gpus=FILE: the node's gres.conf lines; a step sees its GPUs only */
 	char job_tmp[PATH_MAX];         /* job_tmp=DIR: root-only; each job's /tmp is DIR/<job id> */
 	char job_shm[PATH_MAX];         /* job_shm=DIR: the same for each job's /dev/shm */
 	int allow_opt_out;              /* allow_opt_out=1: users may pass --no-jail */

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "jail_mounts.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -313,14 +314,83 @@ static int jail_has(const char *inside)
 	return 1;
 }
 
-static int bind_node_local(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound)
+/* The symlink at `source` made anew as `name` in directory `dir_fd` (`buf`: scratch). */
+static int copy_link(const char *source, int dir_fd, const char *name, char *buf, size_t len)
+{
+	ssize_t n = readlink(source, buf, len - 1);
+
+	if (n < 0)
+		return fail("read link %s: %s", source, strerror(errno));
+	buf[n] = '\0';
+	if (symlinkat(buf, dir_fd, name) != 0)
+		return fail("link /dev/%s in the jail: %s", name, strerror(errno));
+	return 0;
+}
+
+/*
+ * The jail's /dev on a GPU node: a tmpfs holding each entry of the pod's /dev (bound; links
+ * made anew), but no GPU device node other than `gpus` and not the pod's /dev/shm (the job
+ * gets its own). A node missing from /dev cannot be opened by an unprivileged task, which
+ * may not create one either (no CAP_MKNOD, no_new_privs: task_limits.c).
+ */
+static int build_dev(const struct gpu_devices *gpus)
+{
+	char target[64], link[PATH_MAX], source[PATH_MAX], inside[PATH_MAX];
+	struct dirent *entry;
+	DIR *pod_dev;
+	int fd, rc = 0;
+
+	fd = jail_target("/dev", 1, 1);
+	if (fd < 0)
+		return -1;
+	fd_path(target, fd);
+	if (mount("dev", target, "tmpfs", MS_NOSUID, "mode=0755,size=64k") != 0) {
+		int err = errno;
+
+		close(fd);
+		return fail("mount a tmpfs at /dev in the jail: %s", strerror(err));
+	}
+	close(fd);
+	fd = jail_target("/dev", 1, 0); /* the new tmpfs */
+	if (fd < 0)
+		return -1;
+	pod_dev = opendir("/dev");
+	if (!pod_dev) {
+		close(fd);
+		return fail("open the pod's /dev: %s", strerror(errno));
+	}
+	while (!rc && (entry = readdir(pod_dev))) {
+		const char *name = entry->d_name;
+		struct stat st;
+
+		if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, "shm"))
+			continue;
+		if (gpu_is_device_name(name) && !gpu_is_visible(gpus, name))
+			continue;
+		snprintf(source, sizeof(source), "/dev/%s", name);
+		if (lstat(source, &st) != 0)
+			continue; /* gone meanwhile */
+		if (S_ISLNK(st.st_mode)) {
+			rc = copy_link(source, fd, name, link, sizeof(link));
+			continue;
+		}
+		snprintf(inside, sizeof(inside), "/dev/%s", name);
+		rc = bind_in(source, inside, S_ISDIR(st.st_mode), MOUNT_ATTR_NOSUID);
+	}
+	closedir(pod_dev);
+	close(fd);
+	return rc;
+}
+
+static int bind_node_local(const struct jail_config *cfg, unsigned int job_id,
+			   const struct gpu_devices *gpus, int *gpu_bound)
 {
 	const uint64_t plain = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 	char dir[PATH_MAX];
 
 	/* Device nodes must stay usable (GPUs, /dev/null); no setuid program comes from there. */
 	if (bind_proc() || bind_in("/sys", "/sys", 1, plain | MOUNT_ATTR_NOEXEC) ||
-	    bind_in("/dev", "/dev", 1, MOUNT_ATTR_NOSUID))
+	    (gpus ? build_dev(gpus) : bind_in("/dev", "/dev", 1, MOUNT_ATTR_NOSUID)))
 		return -1;
 	if (job_dir(cfg->job_tmp, job_id, dir, sizeof(dir)) || bind_in(dir, "/tmp", 0, plain))
 		return -1;
@@ -349,7 +419,8 @@ static int bind_node_local(const struct jail_config *cfg, unsigned int job_id, i
 	return 0;
 }
 
-int jail_enter(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound)
+int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct gpu_devices *gpus,
+	       int *gpu_bound)
 {
 	char probe[PATH_MAX];
 	int rc;
@@ -371,7 +442,7 @@ int jail_enter(const struct jail_config *cfg, unsigned int job_id, int *gpu_boun
 	root_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (root_fd < 0)
 		return fail("open %s: %s", cfg->jail, strerror(errno));
-	rc = bind_node_local(cfg, job_id, gpu_bound);
+	rc = bind_node_local(cfg, job_id, gpus, gpu_bound);
 	close(root_fd);
 	root_fd = -1;
 	return rc ? rc : switch_root(cfg->jail);
@@ -394,7 +465,7 @@ int jail_enter_void(const struct jail_config *cfg, unsigned int job_id)
 		return fail("open %s: %s", cfg->jail, strerror(errno));
 	/* slurmstepd still talks to slurmctld and srun (munge, host names) and tracks its tasks
 	 * (/proc): the node-local pieces come along, the jail's files do not. */
-	rc = bind_node_local(cfg, job_id, &gpu_bound);
+	rc = bind_node_local(cfg, job_id, NULL, &gpu_bound);
 	close(root_fd);
 	root_fd = -1;
 	if (rc || switch_root(cfg->jail))

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "gpu_devices.h"
 #include "jail_args.h"
 
 /* Why the last call failed, for the slurmd log and the job's stderr. */
@@ -13,10 +14,13 @@ extern char jail_error[1024];
 /*
  * In the calling process (slurmstepd, before it opens the job's files or changes into its
  * directory): a private mount namespace; the node-local pieces bound into the jail; a
- * private /tmp and /dev/shm for job `job_id`; then the jail becomes `/`. Sets *gpu_bound
- * when this node's GPU driver files were bound in. Returns 0, or -1 with jail_error set.
+ * private /tmp and /dev/shm for job `job_id`; then the jail becomes `/`. With `gpus`, the
+ * jail's /dev is a fresh one with every entry of the pod's /dev but the GPU device nodes
+ * other than these; without, it is the pod's /dev. Sets *gpu_bound when this node's GPU
+ * driver files were bound in. Returns 0, or -1 with jail_error set.
  */
-int jail_enter(const struct jail_config *cfg, unsigned int job_id, int *gpu_bound);
+int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct gpu_devices *gpus,
+	       int *gpu_bound);
 
 /*
  * After jail_enter failed: make `/` an empty, throwaway root with only the node-local pieces

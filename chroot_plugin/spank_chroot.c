@@ -16,6 +16,12 @@
  * set, and a task of an ordinary user gets no_new_privs (task_limits.c). On GPU nodes the
  * task's PATH and LD_LIBRARY_PATH lead to the driver files first, so the jail's software
  * uses the driver that matches this node's kernel module.
+ *
+ * With gpus=FILE (GPU nodes without device cgroups) a step sees only its own GPUs: its /dev
+ * has the device nodes of the GPUs Slurm gave it (CUDA_VISIBLE_DEVICES in the step's
+ * environment: node indexes, which slurmstepd sets or unsets itself) and no other, and each
+ * task's CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES number them as the task sees them
+ * (gpu_devices.c).
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -27,6 +33,7 @@
 
 #include <slurm/spank.h>
 
+#include "gpu_devices.h"
 #include "jail_args.h"
 #include "jail_mounts.h"
 #include "task_limits.h"
@@ -37,6 +44,8 @@ static struct jail_config cfg;
 static int opted_out;
 static int gpu_driver_bound; /* this step's jail has the node's GPU driver files */
 static int jail_failed;	     /* entering the jail failed: every task of the step fails */
+static int gpus_confined;    /* this step's /dev has only its GPUs, step_gpus */
+static struct gpu_devices node_gpus, step_gpus;
 static char failure[sizeof(jail_error)];
 
 static int opt_out(int val, const char *optarg, int remote)
@@ -88,6 +97,37 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* On a node whose pod has GPUs (cfg.gpus lists them): the step's own, from the environment
+ * slurmstepd made for it. Returns 0, or -1 with `failure` and jail_failed set. */
+static int select_step_gpus(spank_t sp)
+{
+	char list[1024], err[512];
+	spank_err_t rc;
+
+	if (!cfg.gpus[0])
+		return 0;
+	if (gpu_read_node(cfg.gpus, &node_gpus, err, sizeof(err)) != 0)
+		goto failed;
+	if (node_gpus.n == 0)
+		return 0;
+	rc = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", list, sizeof(list));
+	if (rc == ESPANK_ENV_NOEXIST)
+		list[0] = '\0';
+	else if (rc != ESPANK_SUCCESS) {
+		snprintf(err, sizeof(err), "cannot read the step's CUDA_VISIBLE_DEVICES: %s",
+			 spank_strerror(rc));
+		goto failed;
+	}
+	if (gpu_select(&node_gpus, list, &step_gpus, err, sizeof(err)) != 0)
+		goto failed;
+	gpus_confined = 1;
+	return 0;
+failed:
+	snprintf(failure, sizeof(failure), "the step's GPUs: %s", err);
+	jail_failed = 1;
+	return -1;
+}
+
 /* In slurmstepd, once the job's options are known and before any of its files is opened. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -105,9 +145,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		slurm_error("chroot: cannot tell the job's id");
 		return -1;
 	}
-	if (jail_enter(&cfg, job_id, &gpu_driver_bound) == 0)
+	if (select_step_gpus(sp) == 0 &&
+	    jail_enter(&cfg, job_id, gpus_confined ? &step_gpus : NULL, &gpu_driver_bound) == 0)
 		return 0;
-	snprintf(failure, sizeof(failure), "%s", jail_error);
+	if (!jail_failed)
+		snprintf(failure, sizeof(failure), "%s", jail_error);
 	jail_failed = 1;
 	slurm_error("chroot: job %u: %s", job_id, failure);
 	if (jail_enter_void(&cfg, job_id) != 0) {
@@ -166,12 +208,42 @@ static int prepend_path(spank_t sp, const char *name, const char *dir, const cha
 	return 0;
 }
 
+/* The task's GPU variables as it sees its GPUs: Slurm gave node indexes, but the task's /dev
+ * holds only its step's GPUs, which CUDA numbers from 0. No GPU: CUDA_VISIBLE_DEVICES unset
+ * (Slurm unsets it too) and NVIDIA_VISIBLE_DEVICES=void, for container tools in the job. */
+static int set_task_gpus(spank_t sp)
+{
+	char given[1024], local[4 * GPU_MAX];
+	spank_err_t rc;
+
+	if (step_gpus.n == 0) {
+		spank_unsetenv(sp, "CUDA_VISIBLE_DEVICES");
+		return spank_setenv(sp, "NVIDIA_VISIBLE_DEVICES", "void", 1) == ESPANK_SUCCESS
+			       ? 0
+			       : task_fail("cannot set NVIDIA_VISIBLE_DEVICES");
+	}
+	rc = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", given, sizeof(given));
+	if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST)
+		return task_fail("cannot read CUDA_VISIBLE_DEVICES: %s", spank_strerror(rc));
+	if (gpu_task_list(&step_gpus, rc == ESPANK_SUCCESS ? given : NULL, local, sizeof(local)))
+		return task_fail("the task's CUDA_VISIBLE_DEVICES '%s' is not a list of GPU indexes",
+				 given);
+	if (spank_setenv(sp, "CUDA_VISIBLE_DEVICES", local, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "NVIDIA_VISIBLE_DEVICES", local, 1) != ESPANK_SUCCESS)
+		return task_fail("cannot set the task's GPU variables");
+	return 0;
+}
+
 /* Runs in the same forked task right before exec, where the task's environment is final. */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	if (!spank_remote(sp) || !gpu_driver_bound)
+	if (!spank_remote(sp))
+		return 0;
+	if (gpus_confined && set_task_gpus(sp))
+		return -1;
+	if (!gpu_driver_bound)
 		return 0;
 	if (prepend_path(sp, "PATH", cfg.gpu_driver, "bin", 0) ||
 	    prepend_path(sp, "LD_LIBRARY_PATH", cfg.gpu_driver, "lib", 1))

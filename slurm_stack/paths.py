@@ -21,6 +21,9 @@ SLURM_KEY_COPY_DIR = "/run/slurm-key"  # auth/slurm: a copy owned by SlurmUser, 
 JAIL_DIR = "/mnt/jail"
 SUBMOUNT_STAGING_DIR = "/mnt/submounts"
 GPU_DRIVER_DIR = "/run/slurm-stack/gpu-driver"  # this node's driver files (GPU pools only)
+# gres.conf lines of the pod's own GPUs, written by a worker's entrypoint (empty elsewhere):
+# gres.conf includes it, and the jail plugin reads which device each GPU index is.
+NODE_GRES_CONF = "/etc/slurm-stack/node-gres.conf"
 # Root-only directories on a worker holding each job's private /tmp and /dev/shm (one
 # directory per job id, bound in by the jail plugin, removed by the epilog).
 JOB_TMP_DIR = "/var/lib/slurm-stack/job-tmp"

@@ -14,7 +14,8 @@ def test_argument_parser_unit_tests() -> None:
         ["make", "-s", "-C", str(PLUGIN), "clean", "test"], capture_output=True, text=True
     )
     assert build.returncode == 0, build.stdout + build.stderr
-    assert "passed, 0 failed" in build.stdout
+    # Both unit-test programs ran (arguments, GPU selection) and passed.
+    assert build.stdout.count("passed, 0 failed") == 2, build.stdout
     subprocess.run(["make", "-s", "-C", str(PLUGIN), "clean"], check=True)
 
 
@@ -36,4 +37,4 @@ def test_jail_mounts_and_task_limits_as_root(tmp_path: Path) -> None:
     finally:
         subprocess.run(["make", "-s", "-C", str(PLUGIN), "clean"], check=True)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.strip() == "8 passed, 0 failed"
+    assert run.stdout.strip() == "10 passed, 0 failed"

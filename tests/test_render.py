@@ -8,6 +8,7 @@ and review the diff under tests/golden/ like any other code change.
 """
 
 import copy
+import json
 import os
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from slurm_stack import paths
+from slurm_stack.k8s.workers import healthcheck_config
 from slurm_stack.render import (
     accounting_config_files,
     content_hash,
@@ -771,8 +773,14 @@ def test_node_conf_per_pool():
     # Memory from requests when there is no limit; no CPUs for a fractional CPU request.
     assert legacy["cpu"] == "Feature=cpu Weight=1 RealMemory=3891"
     assert legacy["t4"] == "Feature=t4 Gres=gpu:1 Weight=1 RealMemory=31129 CPUs=8"
+    # Each node's GPUs are its pod's devices (the entrypoint writes them): no File= here.
     gres = slurm_config_files(load_case("legacy-24.11"))["gres.conf"]
-    assert "\nNodeName=legacy-t4-[0-1023] Name=gpu File=/dev/nvidia0\n" in gres
+    lines = [line for line in gres.splitlines() if line and not line.startswith("#")]
+    assert lines == ["AutoDetect=off", f"Include {paths.NODE_GRES_CONF}"]
+    # The chroot plugin reads the same file: a step sees only its GPUs. With cgroups.enforce
+    # the device cgroup confines them (and Slurm numbers them for tasks).
+    assert f"gpus={paths.NODE_GRES_CONF}" in plugin_args(load_case("legacy-24.11"))
+    assert not [a for a in plugin_args(load_case("prod-gpu-26.05")) if a.startswith("gpus=")]
 
 
 def plugin_args(spec: ClusterSpec) -> list[str]:
@@ -792,3 +800,15 @@ def test_opting_out_of_the_jail_is_rendered_only_when_allowed():
     assert not [arg for arg in plugin_args(spec) if arg.startswith("allow_opt_out")]
     allowed = spec.model_copy(update={"jail": spec.jail.model_copy(update={"allow_opt_out": True})})
     assert "allow_opt_out=1" in plugin_args(allowed)
+
+
+def test_dcgm_joins_the_quick_checks_of_gpu_pools_only_when_asked():
+    spec = load_case("prod-gpu-26.05")
+    configs = {pool.name: json.loads(healthcheck_config(spec, pool)) for pool in spec.worker_pools}
+    assert not any("dcgm" in config for config in configs.values())
+    raw = spec.model_dump(by_alias=True, exclude_unset=True)
+    raw["healthChecks"] = {"dcgm": {"quick": True, "timeoutSeconds": 45}}
+    asked = load_spec(raw)
+    configs = {p.name: json.loads(healthcheck_config(asked, p)) for p in asked.worker_pools}
+    assert configs["h100"]["dcgm"] is True and configs["h100"]["dcgm_timeout_seconds"] == 45
+    assert "dcgm" not in configs["cpu"]  # no GPU, nothing for DCGM to diagnose

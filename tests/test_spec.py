@@ -1372,6 +1372,30 @@ INVALID = [
         id="nccl-enabled-without-gpu-pools",
     ),
     bad(
+        {"workerPools": [{"name": "cpu"}], "partitions": DELETE, "healthChecks.dcgm.quick": True},
+        "healthChecks.dcgm.quick",
+        "DCGM diagnoses GPUs: it needs a pool with gpus > 0; no pool has GPUs",
+        id="dcgm-without-gpu-pools",
+    ),
+    bad(
+        {"healthChecks.dcgm.quick": True, "healthChecks.quick.enabled": False},
+        "healthChecks.dcgm.quick",
+        "dcgm.quick runs among the quick checks, which are off",
+        id="dcgm-without-quick-checks",
+    ),
+    bad(
+        {"healthChecks.dcgm.quick": True, "healthChecks.dcgm.timeoutSeconds": 300},
+        "healthChecks.dcgm.timeoutSeconds",
+        "dcgm.timeoutSeconds 300 must be less than quick.intervalSeconds 300",
+        id="dcgm-outlasting-the-check-interval",
+    ),
+    bad(
+        {"healthChecks.dcgm.level": 3},
+        "healthChecks.dcgm.level",
+        "",
+        id="dcgm-unknown-key",
+    ),
+    bad(
         {"workerPools[1].gpuType": DELETE},
         "workerPools[1].gpuType",
         "GPU pools need a gpuType (e.g. 'h100') so the NCCL benchmark can pick a threshold",

@@ -4,17 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (cond) {                                                          \
-			passed++;                                                    \
-		} else {                                                             \
-			failed++;                                                    \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                    \
-	} while (0)
+#include "check.h"
 
 static int parse(struct jail_config *cfg, char *err, int argc, char **argv)
 {

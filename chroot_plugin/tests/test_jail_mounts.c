@@ -8,28 +8,22 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../jail_mounts.h"
 #include "../task_limits.h"
 
-static int passed, failed;
-static char scratch[256];
+#define CHECK_DETAIL jail_error
+#include "check.h"
 
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (cond) {                                                          \
-			passed++;                                                    \
-		} else {                                                             \
-			failed++;                                                    \
-			fprintf(stderr, "%s:%d: FAILED: %s (%s)\n", __FILE__, __LINE__, #cond, \
-				jail_error);                                         \
-		}                                                                    \
-	} while (0)
+static char scratch[256];
 
 static void path(char *out, const char *relative)
 {
@@ -127,7 +121,7 @@ static void enters_the_jail(void)
 
 	config(&cfg);
 	path(pod_marker, "pod-only");
-	CHECK(jail_enter(&cfg, 42, &gpu) == 0);
+	CHECK(jail_enter(&cfg, 42, NULL, &gpu) == 0);
 	CHECK(gpu == 0);
 	CHECK(contains("/etc/passwd", "jail-passwd"));
 	/* Nothing of the pod: neither by its old path nor through the spool or /proc. */
@@ -164,6 +158,77 @@ static void enters_the_jail(void)
 	CHECK(chdir("/..") == 0 && contains("etc/passwd", "jail-passwd"));
 }
 
+/* A GPU pod's /dev as the runtime makes it: four GPUs at the host's minors 4-7 and the rest. */
+static void fake_pod_dev(void)
+{
+	char name[32];
+
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount("dev", "/dev", "tmpfs", MS_NOSUID, "mode=0755")) {
+		fprintf(stderr, "cannot fake a pod's /dev\n");
+		_exit(100);
+	}
+	mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
+	mknod("/dev/nvidiactl", S_IFCHR | 0666, makedev(195, 255));
+	for (int minor = 4; minor < 8; minor++) {
+		snprintf(name, sizeof(name), "/dev/nvidia%d", minor);
+		mknod(name, S_IFCHR | 0666, makedev(195, minor));
+	}
+	symlink("/proc/self/fd", "/dev/fd");
+	mkdir("/dev/pts", 0755);
+	mkdir("/dev/shm", 01777);
+	mknod("/dev/shm/pod-only", S_IFREG | 0644, 0);
+}
+
+static void a_step_sees_only_its_gpus(void)
+{
+	struct jail_config cfg;
+	struct gpu_devices step = {.n = 1, .path = {"/dev/nvidia5"}, .index = {1}};
+	char link[64] = "";
+	struct stat st;
+	int gpu, fd;
+
+	fake_pod_dev();
+	config(&cfg);
+	CHECK(jail_enter(&cfg, 46, &step, &gpu) == 0);
+	CHECK(stat("/dev/nvidia5", &st) == 0 && S_ISCHR(st.st_mode) && minor(st.st_rdev) == 5);
+	CHECK(access("/dev/nvidia4", F_OK) != 0 && errno == ENOENT);
+	CHECK(access("/dev/nvidia6", F_OK) != 0 && access("/dev/nvidia7", F_OK) != 0);
+	/* Everything else of the pod's /dev stays: control device, null, links, directories. */
+	CHECK(stat("/dev/nvidiactl", &st) == 0 && S_ISCHR(st.st_mode));
+	fd = open("/dev/null", O_WRONLY);
+	CHECK(fd >= 0 && write(fd, "x", 1) == 1);
+	if (fd >= 0)
+		close(fd);
+	CHECK(readlink("/dev/fd", link, sizeof(link) - 1) > 0 && !strcmp(link, "/proc/self/fd"));
+	CHECK(stat("/dev/pts", &st) == 0 && S_ISDIR(st.st_mode));
+	/* /dev/shm is the job's own, not the pod's; /dev itself takes no setuid program. */
+	CHECK(access("/dev/shm/pod-only", F_OK) != 0);
+	fd = open("/dev/shm/job-file", O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK(mount_flags("/dev", ST_NOSUID));
+}
+
+static void a_step_without_gpus_sees_none(void)
+{
+	struct jail_config cfg;
+	struct gpu_devices none = {.n = 0};
+	int gpu;
+
+	fake_pod_dev();
+	config(&cfg);
+	CHECK(jail_enter(&cfg, 47, &none, &gpu) == 0);
+	for (int minor = 4; minor < 8; minor++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "/dev/nvidia%d", minor);
+		CHECK(access(name, F_OK) != 0);
+	}
+	CHECK(access("/dev/nvidiactl", F_OK) == 0 && access("/dev/null", W_OK) == 0);
+}
+
 static void task_limits_for(uid_t uid)
 {
 	char err[256];
@@ -193,7 +258,7 @@ static void refuses_a_symlink_and_falls_back_to_an_empty_root(void)
 	config(&cfg);
 	/* A user with write access somewhere in the jail plants a link at a bind target. */
 	snprintf(cfg.binds[0].target, PATH_MAX, "/home/user/link/scratch");
-	CHECK(jail_enter(&cfg, 43, &gpu) == -1);
+	CHECK(jail_enter(&cfg, 43, NULL, &gpu) == -1);
 	CHECK(strstr(jail_error, "symlink") != NULL);
 	CHECK(jail_enter_void(&cfg, 43) == 0);
 	CHECK(strstr(jail_error, "symlink") != NULL); /* the first reason is kept */
@@ -210,7 +275,7 @@ static void refuses_an_unusable_jail(void)
 
 	config(&cfg);
 	path(cfg.jail, "empty");
-	CHECK(jail_enter(&cfg, 44, &gpu) == -1);
+	CHECK(jail_enter(&cfg, 44, NULL, &gpu) == -1);
 	CHECK(strstr(jail_error, "is not usable") != NULL);
 }
 
@@ -221,7 +286,7 @@ static void refuses_a_shared_job_directory_parent(void)
 
 	config(&cfg);
 	path(cfg.job_tmp, "open-parent");
-	CHECK(jail_enter(&cfg, 45, &gpu) == -1);
+	CHECK(jail_enter(&cfg, 45, NULL, &gpu) == -1);
 	CHECK(strstr(jail_error, "not private to root") != NULL);
 }
 
@@ -265,6 +330,8 @@ int main(int argc, char **argv)
 	in_child(refuses_a_symlink_and_falls_back_to_an_empty_root);
 	in_child(refuses_an_unusable_jail);
 	in_child(refuses_a_shared_job_directory_parent);
+	in_child(a_step_sees_only_its_gpus);
+	in_child(a_step_without_gpus_sees_none);
 
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;

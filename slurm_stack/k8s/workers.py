@@ -135,6 +135,11 @@ def healthcheck_config(spec: ClusterSpec, pool: WorkerPool) -> str:
         "jail_marker": f"{paths.JAIL_DIR}/{paths.JAIL_MARKER}",
         "disk_paths": ["/tmp", paths.SLURMD_SPOOL_DIR],
         "min_free_disk_percent": quick.min_free_disk_percent,
+        **(
+            {"dcgm": True, "dcgm_timeout_seconds": spec.health_checks.dcgm.timeout_seconds}
+            if spec.health_checks.dcgm.quick and pool.gpus
+            else {}
+        ),
     }
     return json.dumps(config, sort_keys=True)
 
@@ -192,7 +197,15 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
             SLURMD_CONF_SERVER=conf_server(spec),
             SLURMD_NODE_CONF=node_conf(pool),
-            **({"GPU_DRIVER_DIR": paths.GPU_DRIVER_DIR} if pool.gpus else {}),
+            **(
+                {
+                    "GPU_DRIVER_DIR": paths.GPU_DRIVER_DIR,
+                    "NODE_GPUS": str(pool.gpus),
+                    "NODE_GPU_TYPE": pool.gpu_type or "",
+                }
+                if pool.gpus
+                else {}
+            ),
         ),
         volumeMounts=[
             {"name": "jail", "mountPath": paths.JAIL_DIR},

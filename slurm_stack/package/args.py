@@ -775,6 +775,22 @@ class NcclBenchmark(TypedDict, total=False):
     )
 
 
+class DcgmDiagnostics(TypedDict, total=False):
+    """NVIDIA DCGM diagnostics on GPU nodes: optional, for worker images that have DCGM (`dcgmi`
+    and a host engine it reaches); the project's images do not (docs/gpu.md)."""
+
+    quick: NotRequired[bool]
+    (
+        "Add `dcgmi diag -r 1` to the quick checks of GPU pools: a failed test, a timeout or a "
+        "missing `dcgmi` drains the node with a `healthcheck: dcgm` reason. Default: false."
+    )
+    timeout_seconds: NotRequired[int]
+    (
+        "How long `dcgmi diag -r 1` may run, in seconds (5-3600); less than the quick checks' "
+        "`intervalSeconds`. Default: 60."
+    )
+
+
 class HealthChecks(TypedDict, total=False):
     """Quick checks and the NCCL benchmark."""
 
@@ -785,6 +801,8 @@ class HealthChecks(TypedDict, total=False):
     )
     nccl: NotRequired[NcclBenchmark]
     """The periodic NCCL bandwidth benchmark of idle GPU nodes."""
+    dcgm: NotRequired[DcgmDiagnostics]
+    """DCGM diagnostics among the quick checks of GPU pools (off by default)."""
 
 
 class Cgroups(TypedDict, total=False):

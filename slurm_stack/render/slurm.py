@@ -193,19 +193,16 @@ def render_cgroup_conf(spec: ClusterSpec) -> str:
 
 
 def render_gres_conf(spec: ClusterSpec) -> str:
-    """gres.conf: one line per GPU pool covering every node name the pool can have."""
-    last = spec.controller.max_node_count - 1
+    """gres.conf: each node's GPUs come from the file its entrypoint writes (NODE_GRES_CONF)."""
     pools = [
-        {
-            "name": pool.name,
-            "gpus": pool.gpus,
-            "gpu_type": pool.gpu_type,
-            "node_range": f"{naming.pool_name(spec.name, pool.name)}-[0-{last}]",
-            "devices": "/dev/nvidia0" if pool.gpus == 1 else f"/dev/nvidia[0-{pool.gpus - 1}]",
-        }
-        for pool in spec.gpu_pools
+        {"name": pool.name, "gpus": pool.gpus, "gpu_type": pool.gpu_type} for pool in spec.gpu_pools
     ]
-    return render_template("gres.conf.j2", cluster=spec.name, gpu_pools=pools)
+    return render_template(
+        "gres.conf.j2",
+        cluster=spec.name,
+        gpu_pools=pools,
+        node_gres_conf=paths.NODE_GRES_CONF,
+    )
 
 
 def submount_binds(spec: ClusterSpec) -> list[SubmountBind]:
@@ -241,6 +238,9 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         job_tmp=paths.JOB_TMP_DIR,
         job_shm=paths.JOB_SHM_DIR,
         gpu_driver=paths.GPU_DRIVER_DIR if spec.gpu_pools else None,
+        # A step sees only its GPUs: its /dev holds no other (with cgroups.enforce Slurm's
+        # device cgroup confines them instead, and numbers them for tasks itself).
+        gpus=paths.NODE_GRES_CONF if spec.gpu_pools and not spec.cgroups.enforce else None,
         allow_opt_out=spec.jail.allow_opt_out,
         submounts=submount_binds(spec),
         client=paths.SLURM_CLIENT_PATHS,

@@ -1065,6 +1065,18 @@ class NcclBenchmark(SpecModel):
             )
 
 
+class DcgmDiagnostics(SpecModel):
+    """NVIDIA DCGM diagnostics on GPU nodes: optional, for worker images that have DCGM
+    (`dcgmi` and a host engine it reaches); the project's images do not (docs/gpu.md)."""
+
+    quick: bool = False
+    """Add `dcgmi diag -r 1` to the quick checks of GPU pools: a failed test, a timeout or a
+    missing `dcgmi` drains the node with a `healthcheck: dcgm` reason."""
+    timeout_seconds: int = Field(default=60, ge=5, le=3600)
+    """How long `dcgmi diag -r 1` may run, in seconds (5-3600); less than the quick checks'
+    `intervalSeconds`."""
+
+
 class HealthChecks(SpecModel):
     """Quick checks and the NCCL benchmark."""
 
@@ -1073,6 +1085,27 @@ class HealthChecks(SpecModel):
     pools."""
     nccl: NcclBenchmark = Field(default_factory=NcclBenchmark)
     """The periodic NCCL bandwidth benchmark of idle GPU nodes."""
+    dcgm: DcgmDiagnostics = Field(default_factory=DcgmDiagnostics)
+    """DCGM diagnostics among the quick checks of GPU pools (off by default)."""
+
+    @relation("dcgm.quick", "quick.enabled")
+    def _dcgm_runs_with_the_quick_checks(self) -> Iterator[KeyProblem]:
+        if self.dcgm.quick and not self.quick.enabled:
+            yield KeyProblem(
+                "dcgm.quick runs among the quick checks, which are off: set "
+                "quick.enabled: true, or dcgm.quick: false",
+                "dcgm.quick",
+            )
+
+    @relation("dcgm.timeoutSeconds", "quick.intervalSeconds")
+    def _dcgm_ends_before_the_next_run(self) -> Iterator[KeyProblem]:
+        if self.dcgm.quick and self.dcgm.timeout_seconds >= self.quick.interval_seconds:
+            yield KeyProblem(
+                f"dcgm.timeoutSeconds {self.dcgm.timeout_seconds} must be less than "
+                f"quick.intervalSeconds {self.quick.interval_seconds}: the diagnostic runs "
+                "at every quick check",
+                "dcgm.timeoutSeconds",
+            )
 
 
 LdapUri = Annotated[str, Field(pattern=r"^ldaps?://[A-Za-z0-9.:\[\]-]+(:[0-9]{1,5})?/?$")]

@@ -406,7 +406,8 @@ def jail_claims_are_shared(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
 
 
 def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
-    """The NCCL benchmark has GPU pools to test and a threshold for each GPU type."""
+    """The NCCL benchmark and DCGM have GPU pools to test; the benchmark has a threshold for
+    each GPU type."""
     nccl = _get(_get(raw, "healthChecks", {}), "nccl", {})
     gpu_pools = [
         (i, pool)
@@ -418,6 +419,12 @@ def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
         yield SpecIssue(
             "healthChecks.nccl.enabled",
             "the NCCL benchmark needs a pool with gpus > 0; no pool has GPUs",
+        )
+    dcgm = _get(_get(raw, "healthChecks", {}), "dcgm", {})
+    if _get(dcgm, "quick") is True and not gpu_pools:
+        yield SpecIssue(
+            "healthChecks.dcgm.quick",
+            "DCGM diagnoses GPUs: it needs a pool with gpus > 0; no pool has GPUs",
         )
     if enabled is False or not gpu_pools:
         return

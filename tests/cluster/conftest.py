@@ -142,11 +142,13 @@ def boot_stack(
     document: dict,  # type: ignore[type-arg]
     directory: Path,
     expected_nodes: int,
-    before_up: Callable[[], object] | None = None,
+    before_up: Callable[[Sandbox], object] | None = None,
+    settled: Callable[["Cluster"], bool] | None = None,
 ) -> Cluster:
     """Write ``document`` as a stack file in ``directory`` and boot it in a fresh sandbox
-    (the Slurm version from SLURM_STACK_TEST_SLURM_VERSION when set); wait for its nodes.
-    ``before_up`` runs once the old sandbox is gone, before the first `up`."""
+    (the Slurm version from SLURM_STACK_TEST_SLURM_VERSION when set); wait for its nodes
+    (``settled``, else all ``expected_nodes`` idle). ``before_up`` runs once the old sandbox
+    is gone, before the first `up`."""
     if os.geteuid() != 0:
         pytest.skip("the real-Slurm tests run podman as root")
     if shutil.which("podman") is None and os.environ.get("CI") != "true":
@@ -161,10 +163,13 @@ def boot_stack(
     sandbox.down(delete_data=True)  # a run that was killed may have left one behind
     sandbox = Sandbox(stack_file, state_base=SANDBOX_STATE)
     if before_up is not None:
-        before_up()
+        before_up(sandbox)
     sandbox.up()
     cluster = Cluster(sandbox, stack_file)
-    wait_for("every worker idle", lambda: cluster.all_idle(expected_nodes), timeout=120)
+    if settled is not None:
+        wait_for("the workers settled", lambda: settled(cluster), timeout=120)
+    else:
+        wait_for("every worker idle", lambda: cluster.all_idle(expected_nodes), timeout=120)
     return cluster
 
 

@@ -207,7 +207,7 @@ def directory(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Path]) -
         document,
         base,
         2,
-        before_up=lambda: start_ldap_server(NAME, ldif, version),
+        before_up=lambda _sandbox: start_ldap_server(NAME, ldif, version),
     )
     yield cluster
     tear_down(cluster)

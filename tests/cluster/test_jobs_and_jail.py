@@ -164,9 +164,8 @@ def test_a_jail_wide_submount_is_shared_by_logins_and_every_pool(cluster: Cluste
 
 
 def test_nvidia_smi_in_a_job_lists_the_gpus_of_its_node(cluster: Cluster) -> None:
-    # The sandbox's stand-in lists the /dev/nvidiaN devices the job can see; the itest GPU pool
-    # has 2 per node. (Every job on the node sees both: confining a job to its own GPUs is not
-    # done without cgroups.enforce.)
+    # The sandbox's stand-in lists the /dev/nvidiaN devices the job can see: the itest GPU pool
+    # has 2 per node, and a step sees those it asked for (test_gpus.py: fewer, and none).
     out = cluster.ok(cluster.login("srun -p gpu -w itest-gpu-1 --gres=gpu:2 nvidia-smi -L"))
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0", "GPU 1"], out
 

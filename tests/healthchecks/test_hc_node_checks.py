@@ -134,7 +134,9 @@ def test_dcgm_diag_pass_and_fail() -> None:
 
 def test_dcgm_absent_hung_or_broken() -> None:
     config = make_config(checks=["dcgm"], dcgm_timeout_seconds=8)
-    assert dcgm(Context(config, runner=FakeRunner())).text == "dcgm dcgmi not installed"
+    # Asked for by the stack but missing from the image: a failure, never a silent pass.
+    absent = dcgm(Context(config, runner=FakeRunner()))
+    assert absent == CheckResult("dcgm", False, "dcgmi not installed in the worker image")
     hung = FakeRunner({("dcgmi",): CommandTimeout(["dcgmi"], 8)})
     assert dcgm(Context(config, runner=hung)).text == "dcgm timeout after 8s"
     no_host_engine = FakeRunner(

@@ -28,12 +28,12 @@ def parse_diag(text: str) -> list[tuple[str, str]]:
 
 @check("dcgm")
 def dcgm(ctx: Context) -> CheckResult:
-    """``dcgmi diag -r 1`` exits 0 and no test row says ``Fail``; passes when ``dcgmi`` is not
-    installed (DCGM is optional)."""
+    """``dcgmi diag -r 1`` exits 0 and no test row says ``Fail``. It runs only where the stack
+    asked for it (healthChecks.dcgm.quick), so a worker image without ``dcgmi`` fails it."""
     try:
         result = ctx.runner(["dcgmi", "diag", "-r", "1"], timeout=ctx.config.dcgm_timeout_seconds)
     except CommandNotFound:
-        return CheckResult.passed("dcgm", "dcgmi not installed")
+        return CheckResult.failed("dcgm", "dcgmi not installed in the worker image")
     except CommandTimeout as exc:
         return CheckResult.failed("dcgm", f"timeout after {exc.timeout:g}s")
     rows = parse_diag(result.stdout)

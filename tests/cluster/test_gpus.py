@@ -1,0 +1,110 @@
+"""GPUs on real Slurm with fake devices: each node registers the GPUs its pod really has, at
+the host's minors; a job step sees only the GPUs Slurm gave it; a pod short of its pool's GPUs
+is drained with a reason naming both counts."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
+
+STACK = Path(__file__).parent / "Pulumi.gpus.yaml"
+QUAD, SHORT = "gpus-quad-0", "gpus-short-0"
+
+
+@pytest.fixture(scope="module")
+def gpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    def device_plugin(sandbox: object) -> None:
+        # An 8-GPU host whose GPUs 0-3 are taken gives quad's pod 4-7; short's host lacks one.
+        sandbox.state.save_gpu_devices({QUAD: [4, 5, 6, 7], SHORT: [0]})  # type: ignore[attr-defined]
+
+    def settled(cluster: Cluster) -> bool:
+        states = cluster.node_states()
+        return states.get(QUAD) == "idle" and SHORT in states
+
+    cluster = boot_stack(
+        yaml.safe_load(STACK.read_text()),
+        tmp_path_factory.mktemp("gpus"),
+        2,
+        before_up=device_plugin,
+        settled=settled,
+    )
+    yield cluster
+    tear_down(cluster)
+
+
+def test_a_node_registers_the_gpus_its_pod_has_at_the_hosts_minors(gpus: Cluster) -> None:
+    assert "gpu:h100:4" in gpus.node_field(QUAD, "Gres")
+    # Its GPUs' files are the pod's devices 4-7 (`slurmd -G` cannot show a dynamic node's):
+    # a step with all four lists exactly those, numbered from 0 as CUDA would see them.
+    out = gpus.ok(
+        gpus.login(
+            "srun -p main --gres=gpu:4 sh -c "
+            "'ls /dev/nvidia[0-9]*; echo $CUDA_VISIBLE_DEVICES; nvidia-smi -L'"
+        )
+    ).splitlines()
+    assert out[:5] == [*(f"/dev/nvidia{minor}" for minor in range(4, 8)), "0,1,2,3"], out
+    uuids = [line.rsplit("-", 1)[1].rstrip(")") for line in out[5:]]
+    assert uuids == [f"{minor:012x}" for minor in range(4, 8)], out
+
+
+def test_two_one_gpu_jobs_on_one_node_each_see_one_distinct_gpu(gpus: Cluster) -> None:
+    seen = "ls /dev/nvidia[0-9]*; echo $CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; nvidia-smi -L"
+    first = gpus.ok(
+        gpus.login(
+            f"sbatch --parsable -p main --gres=gpu:1 -o gpu-a.out --wrap '{seen}; sleep 300'"
+        )
+    ).strip()
+    try:
+        # The first job holds its GPU while the second runs on the same node.
+        wait_for(
+            "the first job's view", lambda: gpus.login("cat gpu-a.out").stdout.count("\n") >= 3
+        )
+        second = gpus.ok(gpus.login(f"srun -p main --gres=gpu:1 sh -c '{seen}'")).splitlines()
+        first_view = gpus.ok(gpus.login("cat gpu-a.out")).splitlines()
+    finally:
+        gpus.login(f"scancel {first}")
+    for view in (first_view, second):
+        assert len(view) == 3 and view[1] == "0 0" and view[2].startswith("GPU 0: "), view
+    assert first_view[0] != second[0], (first_view, second)
+    assert {first_view[0], second[0]} <= {f"/dev/nvidia{minor}" for minor in range(4, 8)}
+    assert first_view[2] != second[2]  # the fake tool's UUID follows the device's minor
+
+
+def test_a_job_without_gres_sees_no_gpu(gpus: Cluster) -> None:
+    out = gpus.login(
+        "srun -p main sh -c 'ls /dev/nvidia[0-9]* 2>&1; "
+        'echo "cuda=${CUDA_VISIBLE_DEVICES-unset} nvidia=$NVIDIA_VISIBLE_DEVICES"; '
+        "ls /dev/nvidiactl; nvidia-smi -L'"
+    )
+    lines = out.stdout.splitlines()
+    assert "No such file or directory" in lines[0], out
+    assert lines[1:] == ["cuda=unset nvidia=void", "/dev/nvidiactl", "No devices were found"], out
+    # Nor can the user make a device node, or reach the pod's /dev through slurmd's root.
+    tries = gpus.login(
+        "srun -p main sh -c 'mknod /tmp/gpu c 195 4 2>&1; ls /proc/1/root/dev/nvidia4 2>&1'"
+    )
+    assert "Operation not permitted" in tries.stdout, tries
+    assert "Permission denied" in tries.stdout, tries
+
+
+def test_tasks_number_the_gpus_they_see_from_zero(gpus: Cluster) -> None:
+    # Slurm gives each task node indexes; in the task's own /dev they are 0 and 1.
+    out = gpus.ok(
+        gpus.login(
+            "srun -p main -n2 --gres=gpu:2 --gpu-bind=single:1 sh -c "
+            "'echo $SLURM_PROCID $CUDA_VISIBLE_DEVICES $(ls /dev/nvidia[0-9]* | wc -l)'"
+        )
+    )
+    assert sorted(out.splitlines()) == ["0 0 2", "1 1 2"], out
+
+
+def test_a_pod_short_of_its_pools_gpus_is_drained_naming_both_counts(gpus: Cluster) -> None:
+    reason = gpus.node_reason(SHORT)
+    assert "gres/gpu count reported lower than configured (1 < 2)" in reason, reason
+    assert "DRAIN" in gpus.node_field(SHORT, "State")
+    # No job lands there: a job that asks for the partition waits.
+    pending = gpus.login("timeout 5 srun -p short --immediate=3 true")
+    assert pending.returncode != 0
