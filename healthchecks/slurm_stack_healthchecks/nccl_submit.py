@@ -23,8 +23,9 @@ cluster's ``slurm.conf``. Configured by environment variables:
     still runs.
 
 Which nodes: ``sinfo`` (see :mod:`.sinfo`) nodes in a configured pool whose state is exactly
-``idle`` (not drained, mixed, allocated, down, powered down or not responding), with GPUs in
-their Gres and no benchmark job of ours already pending or running for them (``squeue --me``).
+``idle`` (not drained, mixed, allocated, down, powered down or not responding), with at least
+two GPUs in their Gres (one GPU has no peer to all-reduce with) and no benchmark job of ours
+already pending or running for them (``squeue --me``).
 
 The job (``sbatch --parsable``, script on stdin): ``--nodelist=<node> --nodes=1 --ntasks=1
 --exclusive --gres=gpu:<count> --nice=10000`` (so any user job goes first), a bounded
@@ -258,6 +259,10 @@ def _plan_node(config: SubmitConfig, node: NodeInfo, queued: Mapping[str, str]) 
         return Skip(node.name, str(exc), pool)
     if gres.count == 0:
         return Skip(node.name, f"no GPUs in Gres {node.gres!r}", pool)
+    if gres.count == 1:
+        # all_reduce_perf on one GPU moves no data between GPUs: its bus bandwidth is 0 by
+        # definition (2(n-1)/n of the algorithm bandwidth), which would drain a healthy node.
+        return Skip(node.name, "one GPU: no peer to all-reduce with", pool)
     gpu_type = config.pools[pool]
     if not gpu_type:
         if len(gres.types) != 1:

@@ -181,6 +181,7 @@ def test_nodes_that_cannot_be_benchmarked_are_skipped_with_a_reason() -> None:
         "d|idle|batch*|l40|gpu:b200:4\n"
         "e|idle|n/a|gpu|gpu:h100:8\n"
         "f|idle|batch*|gpu|gpu:h100:8\n"
+        "g|idle|batch*|gpu|gpu:h100:1\n"
     )
     decisions = plan(_config(), parse_sinfo(sinfo), {"f": "99"})
     assert [d.why for d in decisions if isinstance(d, Skip)] == [
@@ -190,6 +191,7 @@ def test_nodes_that_cannot_be_benchmarked_are_skipped_with_a_reason() -> None:
         "no NCCL busbw threshold for GPU type 'b200' (known: a100, h100, l40s)",
         "in no partition",
         "benchmark job 99 already queued",
+        "one GPU: no peer to all-reduce with",
     ]
 
 
