@@ -62,9 +62,9 @@ static const char *why(int err)
 /*
  * An O_PATH descriptor of `inside` (absolute, within the jail). With `create`, missing
  * directories are made (0755) and, when `is_dir` is false, the last component as an empty
- * file: a bind target must exist.
+ * file: a bind target must exist. With `regular`, a file there must be a regular one.
  */
-static int jail_target(const char *inside, int is_dir, int create)
+static int jail_walk(const char *inside, int is_dir, int create, int regular)
 {
 	char path[PATH_MAX];
 	char *name, *next;
@@ -113,7 +113,7 @@ static int jail_target(const char *inside, int is_dir, int create)
 			break;
 		name = rest;
 	}
-	if (!is_dir) {
+	if (!is_dir && regular) {
 		struct stat st;
 
 		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -125,6 +125,12 @@ static int jail_target(const char *inside, int is_dir, int create)
 	return fd;
 }
 
+/* Where to mount: a directory, or a regular file (never a device or FIFO planted there). */
+static int jail_target(const char *inside, int is_dir, int create)
+{
+	return jail_walk(inside, is_dir, create, 1);
+}
+
 static void fd_path(char *out, int fd)
 {
 	snprintf(out, 64, "/proc/self/fd/%d", fd);
@@ -134,7 +140,8 @@ static void fd_path(char *out, int fd)
 static int restrict_mount(const char *inside, int is_dir, uint64_t attrs, int recursive)
 {
 	struct mount_attr attr = {.attr_set = attrs};
-	int fd = jail_target(inside, is_dir, 0);
+	/* What is there now is the mount just made: a bound device node is fine. */
+	int fd = jail_walk(inside, is_dir, 0, 0);
 	int rc;
 
 	if (fd < 0)

@@ -161,7 +161,7 @@ static void enters_the_jail(void)
 /* A GPU pod's /dev as the runtime makes it: four GPUs at the host's minors 4-7 and the rest. */
 static void fake_pod_dev(void)
 {
-	char name[32];
+	char name[32], host[PATH_MAX];
 
 	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
 	    mount("dev", "/dev", "tmpfs", MS_NOSUID, "mode=0755")) {
@@ -175,6 +175,14 @@ static void fake_pod_dev(void)
 		mknod(name, S_IFCHR | 0666, makedev(195, minor));
 	}
 	symlink("/proc/self/fd", "/dev/fd");
+	/* A device node bound from a mount without nosuid, as a host's /dev can be. */
+	path(host, "host-dev");
+	mkdir(host, 0755);
+	mount("host-dev", host, "tmpfs", 0, "mode=0755");
+	path(host, "host-dev/nvidia-uvm");
+	mknod(host, S_IFCHR | 0666, makedev(235, 0));
+	close(open("/dev/nvidia-uvm", O_WRONLY | O_CREAT, 0644));
+	mount(host, "/dev/nvidia-uvm", NULL, MS_BIND, NULL);
 	mkdir("/dev/pts", 0755);
 	mkdir("/dev/shm", 01777);
 	mknod("/dev/shm/pod-only", S_IFREG | 0644, 0);
@@ -196,6 +204,8 @@ static void a_step_sees_only_its_gpus(void)
 	CHECK(access("/dev/nvidia6", F_OK) != 0 && access("/dev/nvidia7", F_OK) != 0);
 	/* Everything else of the pod's /dev stays: control device, null, links, directories. */
 	CHECK(stat("/dev/nvidiactl", &st) == 0 && S_ISCHR(st.st_mode));
+	CHECK(stat("/dev/nvidia-uvm", &st) == 0 && S_ISCHR(st.st_mode));
+	CHECK(mount_flags("/dev/nvidia-uvm", ST_NOSUID));
 	fd = open("/dev/null", O_WRONLY);
 	CHECK(fd >= 0 && write(fd, "x", 1) == 1);
 	if (fd >= 0)
