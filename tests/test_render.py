@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from slurm_stack import paths
+from slurm_stack.k8s.jobs import nccl_cronjob
 from slurm_stack.k8s.workers import healthcheck_config
 from slurm_stack.render import (
     accounting_config_files,
@@ -812,3 +813,17 @@ def test_dcgm_joins_the_quick_checks_of_gpu_pools_only_when_asked():
     configs = {p.name: json.loads(healthcheck_config(asked, p)) for p in asked.worker_pools}
     assert configs["h100"]["dcgm"] is True and configs["h100"]["dcgm_timeout_seconds"] == 45
     assert "dcgm" not in configs["cpu"]  # no GPU, nothing for DCGM to diagnose
+
+
+def test_periodic_dcgm_reaches_the_benchmark_job_only_when_asked():
+    spec = load_case("prod-gpu-26.05")
+
+    def submitter_env(spec):
+        cronjob = nccl_cronjob(spec, "config")
+        [container] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        return {item["name"]: item.get("value") for item in container["env"]}
+
+    assert "NCCL_DCGM_TIMEOUT_SECONDS" not in submitter_env(spec)
+    raw = spec.model_dump(by_alias=True, exclude_unset=True)
+    raw["healthChecks"] = {"dcgm": {"periodic": True, "periodicTimeoutSeconds": 1800}}
+    assert submitter_env(load_spec(raw))["NCCL_DCGM_TIMEOUT_SECONDS"] == "1800"

@@ -1390,6 +1390,28 @@ INVALID = [
         id="dcgm-outlasting-the-check-interval",
     ),
     bad(
+        {
+            "workerPools": [{"name": "cpu"}],
+            "partitions": DELETE,
+            "healthChecks.dcgm.periodic": True,
+        },
+        "healthChecks.dcgm.periodic",
+        "DCGM diagnoses GPUs: it needs a pool with gpus > 0; no pool has GPUs",
+        id="periodic-dcgm-without-gpu-pools",
+    ),
+    bad(
+        {"healthChecks.dcgm.periodic": True, "healthChecks.nccl.enabled": False},
+        "healthChecks.dcgm.periodic",
+        "dcgm.periodic runs in the NCCL benchmark's job, which is off",
+        id="periodic-dcgm-without-the-benchmark",
+    ),
+    bad(
+        {"healthChecks.dcgm.periodic": True, "healthChecks.dcgm.periodicTimeoutSeconds": 30},
+        "healthChecks.dcgm.periodicTimeoutSeconds",
+        "",
+        id="periodic-dcgm-timeout-too-short",
+    ),
+    bad(
         {"healthChecks.dcgm.level": 3},
         "healthChecks.dcgm.level",
         "",

@@ -5,14 +5,17 @@
     checks pass, 1 when a check failed or ``scontrol`` did not answer, 2 when the config is
     unusable (then the node is left alone: a broken config says nothing about the node).
 
-``healthcheck nccl-verdict --output FILE --gpu-type T --thresholds JSON [--node NAME]``
-    Judge an ``all_reduce_perf`` output file, print one verdict line to stdout; with ``--node``
-    also drain (or resume) the node with a ``healthcheck: nccl`` reason. Exit 0 pass, 1 fail,
-    2 no verdict: unusable input (no result in the file, unknown GPU type) or an output file
-    that is missing or refused (see :func:`.nccl.read_output`: not a regular file, a symlink,
-    not owned by ``--owner-uid``, by default the caller's, or writable by others, in a
-    directory that is not private). With no verdict the node is left as it is: neither drained
-    (whoever can plant or spoil the file could drain healthy nodes) nor resumed.
+``healthcheck nccl-verdict --output FILE --gpu-type T --thresholds JSON [--node NAME]
+[--dcgm-output FILE --dcgm-exit N]``
+    Judge an ``all_reduce_perf`` output file, and the output and exit status of the job's
+    ``dcgmi diag -r 3`` where given, print one verdict line to stdout; with ``--node`` also
+    drain (or resume) the node with a ``healthcheck: nccl`` reason. Exit 0 pass, 1 fail,
+    2 no verdict: unusable input (no result in the file while DCGM found nothing, unknown GPU
+    type) or an output file that is refused (see :func:`.nccl.read_output`: not a regular file,
+    a symlink, not owned by ``--owner-uid``, by default the caller's, or writable by others, in
+    a directory that is not private) or missing while DCGM found nothing. With no verdict the
+    node is left as it is: neither drained (whoever can plant or spoil the file could drain
+    healthy nodes) nor resumed.
 
 ``healthcheck nccl-submit [--dry-run]``
     Submit one NCCL benchmark job per idle GPU node (configured by ``NCCL_*`` environment
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import registry
+from .checks.dcgm import job_diag_failure
 from .config import DEFAULT_CONFIG_PATH, ConfigError, load_config
 from .context import Context
 from .drain import Action, Decision, Owner, decide, drain_reason
@@ -45,6 +49,7 @@ from .nccl import (
     read_output,
     select_threshold,
     verdict,
+    with_dcgm,
 )
 from .nccl_submit import nccl_submit
 from .result import CheckResult
@@ -81,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
         help="uid that must own the output and its directory (default: the caller's, as the "
         "benchmark job runs it)",
     )
+    nccl.add_argument("--dcgm-output", type=Path, help="the job's dcgmi diag output file")
+    nccl.add_argument("--dcgm-exit", type=int, default=0, help="the exit status of dcgmi diag")
     nccl.add_argument("--timeout", type=float, default=_SCONTROL_TIMEOUT, help="scontrol timeout")
     nccl.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     submit = commands.add_parser("nccl-submit", help="submit the NCCL benchmark to idle nodes")
@@ -185,36 +192,52 @@ def _quick_line(
 
 def nccl_verdict(args: argparse.Namespace, runner: Runner, out: TextIO) -> int:
     """The ``nccl-verdict`` command; see the module docstring."""
-    head = [("gpu_type", args.gpu_type), ("output", args.output)]
+    head: list[tuple[str, object | None]] = [("gpu_type", args.gpu_type), ("output", args.output)]
     owner_uid = os.geteuid() if args.owner_uid is None else args.owner_uid
+
+    def no_verdict(error: object) -> int:
+        print(format_line("nccl-verdict", [("result", "error"), *head, ("error", error)]), file=out)
+        return 2
+
     try:
         threshold = select_threshold(parse_thresholds(args.thresholds), args.gpu_type)
-        result = parse_all_reduce(read_output(args.output, owner_uid))
-    except (ThresholdError, NcclOutputError) as exc:
-        print(format_line("nccl-verdict", [("result", "error"), *head, ("error", exc)]), file=out)
-        return 2
+    except ThresholdError as exc:
+        return no_verdict(exc)
+    dcgm_failure = None
+    if args.dcgm_output is not None:
+        try:
+            dcgm_text = read_output(args.dcgm_output, owner_uid)
+        except OutputRefused as exc:
+            return no_verdict(f"refused dcgm output: {exc}")
+        except OSError as exc:
+            return no_verdict(f"cannot read dcgm output: {exc.strerror or exc}")
+        dcgm_failure = job_diag_failure(args.dcgm_exit, dcgm_text)
+    judged = None
+    try:
+        judged = verdict(parse_all_reduce(read_output(args.output, owner_uid)), threshold)
     except OutputRefused as exc:
-        error = f"refused output: {exc}"
-        print(format_line("nccl-verdict", [("result", "error"), *head, ("error", error)]), file=out)
-        return 2
-    except OSError as exc:
-        error = f"cannot read output: {exc.strerror or exc}"
-        print(format_line("nccl-verdict", [("result", "error"), *head, ("error", error)]), file=out)
-        return 2
-    judged = verdict(result, threshold)
+        return no_verdict(f"refused output: {exc}")
+    except (NcclOutputError, OSError) as exc:
+        unread = f"cannot read output: {exc.strerror or exc}" if isinstance(exc, OSError) else exc
+        if dcgm_failure is None:
+            return no_verdict(unread)
+        # A failed diagnostic is a verdict of its own.
+        head.append(("nccl_error", unread))
+    reason = with_dcgm(judged.reason if judged else None, dcgm_failure)
     fields: list[tuple[str, object | None]] = [
-        ("result", "pass" if judged.ok else "fail"),
+        ("result", "pass" if reason is None else "fail"),
         *head,
-        ("busbw", f"{judged.busbw:.2f}"),
-        ("threshold", f"{judged.threshold:g}"),
-        ("reason", judged.reason),
+        ("busbw", f"{judged.busbw:.2f}" if judged else None),
+        ("threshold", f"{threshold:g}"),
+        ("dcgm", ("pass" if dcgm_failure is None else dcgm_failure) if args.dcgm_output else None),
+        ("reason", reason),
     ]
     error = None
     if args.node:
         decision, error = _decide_and_apply(
-            runner, args.node, judged.reason, Owner.NCCL, args.timeout, args.dry_run
+            runner, args.node, reason, Owner.NCCL, args.timeout, args.dry_run
         )
         fields += [("node", args.node), ("action", decision.action.value), ("why", decision.why)]
         fields += [("dry_run", "yes" if args.dry_run else None), ("error", error)]
     print(format_line("nccl-verdict", fields), file=out)
-    return 0 if judged.ok and error is None else 1
+    return 0 if reason is None and error is None else 1

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .drain import NCCL_PREFIX
+from .drain import MAX_REASON_LENGTH, NCCL_PREFIX
 
 _ROW_RE = re.compile(
     r"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)"
@@ -225,3 +225,14 @@ def verdict(result: NcclResult, threshold: float) -> Verdict:
         reason = f"{NCCL_PREFIX} busbw {shown:.1f}<{threshold:g} GB/s"
         return Verdict(False, busbw, threshold, reason)
     return Verdict(True, busbw, threshold, None)
+
+
+def with_dcgm(reason: str | None, dcgm_failure: str | None) -> str | None:
+    """The drain reason for the benchmark's ``reason`` (``None``: it passed or gave no result)
+    and the DCGM diagnostic's failure (``None``: it passed or did not run):
+    ``"healthcheck: nccl busbw 120.0<350 GB/s, dcgm fail Memory Bandwidth"``."""
+    if dcgm_failure is None:
+        return reason
+    dcgm = "dcgm " + " ".join(dcgm_failure.replace(";", ",").replace("=", ":").split())
+    combined = f"{reason}, {dcgm}" if reason else f"{NCCL_PREFIX} {dcgm}"
+    return combined[:MAX_REASON_LENGTH].rstrip()

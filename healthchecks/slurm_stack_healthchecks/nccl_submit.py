@@ -19,8 +19,11 @@ cluster's ``slurm.conf``. Configured by environment variables:
     Absolute path of an existing directory, in the jail, in which each job creates its own
     private directory for its results (see below). The job creates nothing else there.
 ``NCCL_TIME_LIMIT_MINUTES`` (default 30)
-    The job's ``--time`` (2 to 1440); the benchmark is killed 90 s before it so the verdict
-    still runs.
+    The benchmark's share of the job's ``--time`` (2 to 1440); the benchmark is killed 90 s
+    before it so the verdict still runs.
+``NCCL_DCGM_TIMEOUT_SECONDS`` (default: unset, no DCGM)
+    Run ``dcgmi diag -r 3`` before the benchmark, for at most this many seconds (60 to 14400);
+    the job's ``--time`` grows by as many minutes. Its output is judged with the benchmark's.
 
 Which nodes: ``sinfo`` (see :mod:`.sinfo`) nodes in a configured pool whose state is exactly
 ``idle`` (not drained, mixed, allocated, down, powered down or not responding), with at least
@@ -43,10 +46,12 @@ never a fallback to a shared or predictable path. Every file in it is created wi
 ``noclobber`` (``O_CREAT|O_EXCL``; a name that exists, even as a symlink or FIFO, is refused
 before it is opened), and the job fails loudly rather than reuse one: ``<node>-<jobid>.out``
 (the full ``all_reduce_perf`` output, written through the one descriptor that created it),
-``<node>-<jobid>.log`` (the script's own stdout and stderr) and ``<node>-<jobid>.verdict``.
+``<node>-<jobid>.log`` (the script's own stdout and stderr), ``<node>-<jobid>.dcgm`` (the
+``dcgmi diag -r 3`` output, when configured) and ``<node>-<jobid>.verdict``.
 The verdict comes from ``healthcheck nccl-verdict --node <node>``, run by the job itself as the
-same user, which reads the output only as that user's own file in a private directory (see
-:func:`.nccl.read_output`) and drains or resumes the node with a ``healthcheck: nccl`` reason.
+same user, which reads the outputs only as that user's own files in a private directory (see
+:func:`.nccl.read_output`) and drains or resumes the node with a ``healthcheck: nccl`` reason
+(``healthcheck: nccl dcgm ...`` for a failed diagnostic).
 The script then sets the job's comment to the verdict line (best effort; its ``output=`` names
 the private directory) and exits with the verdict's status (0 pass, 1 fail, 2 no verdict), so
 ``sacct`` shows a failing benchmark as ``FAILED``. With no verdict (no private directory, an
@@ -88,6 +93,8 @@ ENV_MAX_BYTES = "NCCL_MAX_BYTES"
 ENV_BINARY = "NCCL_ALL_REDUCE_PERF"
 ENV_OUTPUT_DIR = "NCCL_OUTPUT_DIR"
 ENV_TIME_LIMIT = "NCCL_TIME_LIMIT_MINUTES"
+ENV_DCGM_TIMEOUT = "NCCL_DCGM_TIMEOUT_SECONDS"
+DCGM_LEVEL = "3"
 # sbatch hands the submitter's environment to the job; NCCL reads NCCL_* variables, so the
 # job script drops ours.
 _OWN_ENV = (
@@ -98,6 +105,7 @@ _OWN_ENV = (
     ENV_BINARY,
     ENV_OUTPUT_DIR,
     ENV_TIME_LIMIT,
+    ENV_DCGM_TIMEOUT,
 )
 
 _SIZE_RE = re.compile(r"^(?P<number>\d+)(?P<unit>[kmgt]i?)?$", re.I)
@@ -128,6 +136,12 @@ class SubmitConfig:
     all_reduce_perf: str = "all_reduce_perf"
     output_dir: str = "/tmp"
     time_limit_minutes: int = 30
+    dcgm_timeout_seconds: int | None = None
+
+    @property
+    def job_minutes(self) -> int:
+        """The job's ``--time``: the benchmark's share plus the diagnostic's, rounded up."""
+        return self.time_limit_minutes + -(-(self.dcgm_timeout_seconds or 0) // 60)
 
 
 @dataclass(frozen=True)
@@ -226,6 +240,9 @@ def load_submit_config(environ: Mapping[str, str]) -> SubmitConfig:
     limit_text = environ.get(ENV_TIME_LIMIT, "").strip() or str(SubmitConfig.time_limit_minutes)
     if not limit_text.isdigit() or not 2 <= int(limit_text) <= 1440:
         raise SubmitConfigError(f"{ENV_TIME_LIMIT} must be whole minutes from 2 to 1440")
+    dcgm_text = environ.get(ENV_DCGM_TIMEOUT, "").strip()
+    if dcgm_text and (not dcgm_text.isdigit() or not 60 <= int(dcgm_text) <= 14400):
+        raise SubmitConfigError(f"{ENV_DCGM_TIMEOUT} must be whole seconds from 60 to 14400")
     return SubmitConfig(
         pools,
         thresholds,
@@ -234,6 +251,7 @@ def load_submit_config(environ: Mapping[str, str]) -> SubmitConfig:
         binary,
         output_dir.rstrip("/") or "/",
         int(limit_text),
+        int(dcgm_text) if dcgm_text else None,
     )
 
 
@@ -296,7 +314,9 @@ def job_script(config: SubmitConfig, target: Target, healthcheck: str = HEALTHCH
     verdict = (
         f'{q(healthcheck)} nccl-verdict --output "$result" --node "$node" \\\n'
         f"  --gpu-type {q(target.gpu_type)} --thresholds {q(thresholds)}"
+        + (' --dcgm-output "$dcgm" --dcgm-exit "$dcgm_rc"' if config.dcgm_timeout_seconds else "")
     )
+    dcgm = _dcgm_step(config.dcgm_timeout_seconds) if config.dcgm_timeout_seconds else ""
     return f"""#!/bin/bash
 # slurm-stack NCCL benchmark, submitted by `healthcheck nccl-submit`; runs in the jail.
 # Results go only into a directory this job creates for itself, every file in it is created new
@@ -333,7 +353,7 @@ result="$dir/$node-$SLURM_JOB_ID.out"
 if [ -e "$result" ] || [ -L "$result" ] || ! exec 3>"$result"; then
   no_verdict "$result exists already: not reusing it"
 fi
-timeout --kill-after=30 {bench_seconds} {shlex.join(bench)} >&3 2>&1 3>&-
+{dcgm}timeout --kill-after=30 {bench_seconds} {shlex.join(bench)} >&3 2>&1 3>&-
 rc=$?
 exec 3>&-
 if [ "$rc" != 0 ]; then
@@ -345,6 +365,19 @@ if [ -z "$verdict" ]; then
   verdict="nccl-verdict result=error node=$node error=\\"healthcheck exited $status\\""
 fi
 finish "$verdict" "$status"
+"""
+
+
+def _dcgm_step(timeout_seconds: int) -> str:
+    """The script's lines that run ``dcgmi diag -r 3`` into its own new file in the private
+    directory; ``$dcgm_rc`` keeps its exit status (124 or 137: timed out, 127: no dcgmi)."""
+    return f"""dcgm="$dir/$node-$SLURM_JOB_ID.dcgm"
+if [ -e "$dcgm" ] || [ -L "$dcgm" ] || ! exec 4>"$dcgm"; then
+  no_verdict "$dcgm exists already: not reusing it"
+fi
+timeout --kill-after=30 {timeout_seconds} dcgmi diag -r {DCGM_LEVEL} >&4 2>&1 3>&- 4>&-
+dcgm_rc=$?
+exec 4>&-
 """
 
 
@@ -365,7 +398,7 @@ def sbatch_argv(config: SubmitConfig, target: Target) -> list[str]:
         "--exclusive",
         f"--gres=gpu:{target.gpus}",
         f"--nice={NICE}",
-        f"--time={config.time_limit_minutes}",
+        f"--time={config.job_minutes}",
         "--no-requeue",
         "--chdir=/tmp",
         # Slurm opens it as the job's user before the script runs, following symlinks: no path

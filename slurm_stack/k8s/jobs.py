@@ -116,12 +116,16 @@ def nccl_cronjob(spec: ClusterSpec, config_map: str) -> Manifest:
     nccl = spec.health_checks.nccl
     name = f"{spec.name}-nccl-benchmark"
     pools = {pool.name: pool.gpu_type or "" for pool in spec.gpu_pools}
-    settings = env(
-        NCCL_GPU_POOLS=json.dumps(pools, sort_keys=True),
-        NCCL_MAX_BYTES=nccl.max_bytes,
-        NCCL_MIN_BYTES=nccl.min_bytes,
-        NCCL_THRESHOLDS_GBPS=json.dumps(nccl.thresholds_gbps, sort_keys=True),
-    )
+    values = {
+        "NCCL_GPU_POOLS": json.dumps(pools, sort_keys=True),
+        "NCCL_MAX_BYTES": nccl.max_bytes,
+        "NCCL_MIN_BYTES": nccl.min_bytes,
+        "NCCL_THRESHOLDS_GBPS": json.dumps(nccl.thresholds_gbps, sort_keys=True),
+    }
+    dcgm = spec.health_checks.dcgm
+    if dcgm.periodic:
+        values["NCCL_DCGM_TIMEOUT_SECONDS"] = str(dcgm.periodic_timeout_seconds)
+    settings = env(**values)
     return {
         "metadata": metadata(spec, name, "nccl-benchmark"),
         "spec": {

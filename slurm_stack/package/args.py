@@ -789,6 +789,17 @@ class DcgmDiagnostics(TypedDict, total=False):
         "How long `dcgmi diag -r 1` may run, in seconds (5-3600); less than the quick checks' "
         "`intervalSeconds`. Default: 60."
     )
+    periodic: NotRequired[bool]
+    (
+        "Run `dcgmi diag -r 3` in the NCCL benchmark's job, before all_reduce_perf, on each node "
+        "it benchmarks: a failed test, a timeout or a `dcgmi` missing from the jail drains the "
+        "node with a `healthcheck: nccl dcgm` reason. Needs the NCCL benchmark. Default: false."
+    )
+    periodic_timeout_seconds: NotRequired[int]
+    (
+        "How long `dcgmi diag -r 3` may run, in seconds (60-14400); the benchmark job's time limit "
+        "grows by as much. Default: 3600."
+    )
 
 
 class HealthChecks(TypedDict, total=False):
@@ -802,7 +813,10 @@ class HealthChecks(TypedDict, total=False):
     nccl: NotRequired[NcclBenchmark]
     """The periodic NCCL bandwidth benchmark of idle GPU nodes."""
     dcgm: NotRequired[DcgmDiagnostics]
-    """DCGM diagnostics among the quick checks of GPU pools (off by default)."""
+    (
+        "DCGM diagnostics among the quick checks of GPU pools and in the NCCL benchmark's job (off "
+        "by default)."
+    )
 
 
 class Cgroups(TypedDict, total=False):

@@ -1075,6 +1075,13 @@ class DcgmDiagnostics(SpecModel):
     timeout_seconds: int = Field(default=60, ge=5, le=3600)
     """How long `dcgmi diag -r 1` may run, in seconds (5-3600); less than the quick checks'
     `intervalSeconds`."""
+    periodic: bool = False
+    """Run `dcgmi diag -r 3` in the NCCL benchmark's job, before all_reduce_perf, on each node
+    it benchmarks: a failed test, a timeout or a `dcgmi` missing from the jail drains the node
+    with a `healthcheck: nccl dcgm` reason. Needs the NCCL benchmark."""
+    periodic_timeout_seconds: int = Field(default=3600, ge=60, le=14400)
+    """How long `dcgmi diag -r 3` may run, in seconds (60-14400); the benchmark job's time limit
+    grows by as much."""
 
 
 class HealthChecks(SpecModel):
@@ -1086,7 +1093,8 @@ class HealthChecks(SpecModel):
     nccl: NcclBenchmark = Field(default_factory=NcclBenchmark)
     """The periodic NCCL bandwidth benchmark of idle GPU nodes."""
     dcgm: DcgmDiagnostics = Field(default_factory=DcgmDiagnostics)
-    """DCGM diagnostics among the quick checks of GPU pools (off by default)."""
+    """DCGM diagnostics among the quick checks of GPU pools and in the NCCL benchmark's job (off
+    by default)."""
 
     @relation("dcgm.quick", "quick.enabled")
     def _dcgm_runs_with_the_quick_checks(self) -> Iterator[KeyProblem]:
@@ -1095,6 +1103,15 @@ class HealthChecks(SpecModel):
                 "dcgm.quick runs among the quick checks, which are off: set "
                 "quick.enabled: true, or dcgm.quick: false",
                 "dcgm.quick",
+            )
+
+    @relation("dcgm.periodic", "nccl.enabled")
+    def _periodic_dcgm_runs_in_the_benchmark_job(self) -> Iterator[KeyProblem]:
+        if self.dcgm.periodic and self.nccl.enabled is False:
+            yield KeyProblem(
+                "dcgm.periodic runs in the NCCL benchmark's job, which is off: remove "
+                "nccl.enabled: false, or set dcgm.periodic: false",
+                "dcgm.periodic",
             )
 
     @relation("dcgm.timeoutSeconds", "quick.intervalSeconds")

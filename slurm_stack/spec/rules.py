@@ -421,11 +421,12 @@ def gpu_health_checks(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             "the NCCL benchmark needs a pool with gpus > 0; no pool has GPUs",
         )
     dcgm = _get(_get(raw, "healthChecks", {}), "dcgm", {})
-    if _get(dcgm, "quick") is True and not gpu_pools:
-        yield SpecIssue(
-            "healthChecks.dcgm.quick",
-            "DCGM diagnoses GPUs: it needs a pool with gpus > 0; no pool has GPUs",
-        )
+    for key in ("quick", "periodic"):
+        if _get(dcgm, key) is True and not gpu_pools:
+            yield SpecIssue(
+                f"healthChecks.dcgm.{key}",
+                "DCGM diagnoses GPUs: it needs a pool with gpus > 0; no pool has GPUs",
+            )
     if enabled is False or not gpu_pools:
         return
     thresholds = _get(nccl, "thresholdsGbps")

@@ -1,7 +1,9 @@
 """GPUs on real Slurm with fake devices: each node registers the GPUs its pod really has, at
 the host's minors; a job step sees only the GPUs Slurm gave it; a pod short of its pool's GPUs
-is drained with a reason naming both counts."""
+is drained with a reason naming both counts; the NCCL benchmark's job drains a node that fails
+DCGM's level-3 diagnostic."""
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import yaml
 from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
 
 STACK = Path(__file__).parent / "Pulumi.gpus.yaml"
+FAKE_GPU_TOOLS = Path(__file__).parents[2] / "images" / "fake-gpu"
 QUAD, SHORT = "gpus-quad-0", "gpus-short-0"
 
 
@@ -108,3 +111,43 @@ def test_a_pod_short_of_its_pools_gpus_is_drained_naming_both_counts(gpus: Clust
     # No job lands there: a job that asks for the partition waits.
     pending = gpus.login("timeout 5 srun -p short --immediate=3 true")
     assert pending.returncode != 0
+
+
+def _finished_benchmark(cluster: Cluster) -> str | None:
+    """The controller's one-line record of a failed benchmark job, once there is one."""
+    jobs = cluster.ctl("scontrol --oneliner show jobs").stdout.splitlines()
+    failed = [line for line in jobs if "JobName=nccl-benchmark" in line and "=FAILED " in line]
+    return failed[0] if failed else None
+
+
+def test_the_benchmark_job_drains_a_node_that_fails_the_level_3_diagnostic(gpus: Cluster) -> None:
+    # What a GPU jail image with DCGM and nccl-tests provides, here the stand-ins: both answer
+    # per node from files in the jail. The bandwidth passes; DCGM's memory test fails.
+    for tool in ("dcgmi", "all_reduce_perf"):
+        target = gpus.jail / "usr" / "local" / "bin" / tool
+        shutil.copy(FAKE_GPU_TOOLS / tool, target)
+        target.chmod(0o755)
+    answers = gpus.jail / "etc" / "fake-gpu"
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / f"busbw-{QUAD}").write_text("410\n")
+    (answers / f"dcgm-{QUAD}").write_text("fail Memory Bandwidth\n")
+    wait_for(f"{QUAD} idle", lambda: gpus.node_states().get(QUAD) == "idle", timeout=60)
+
+    gpus.sandbox.run_cron_job("gpus-nccl-benchmark")
+
+    try:
+        reason = wait_for(
+            f"{QUAD} drained by the benchmark job",
+            lambda: (r := gpus.node_reason(QUAD)).startswith("healthcheck: nccl") and r,
+            timeout=90,
+        )
+        assert reason == "healthcheck: nccl dcgm fail Memory Bandwidth"
+        # The controller's record of the job: it failed, its comment is the verdict, and its
+        # time limit is the benchmark's 30 minutes plus the diagnostic's 2.
+        job = wait_for("the benchmark job's record", lambda: _finished_benchmark(gpus), timeout=60)
+        assert f"NodeList={QUAD} " in job and "TimeLimit=00:32:00" in job, job
+        assert 'dcgm="fail Memory Bandwidth"' in job and "busbw=410.00" in job, job
+        # The short node, drained by Slurm for its missing GPU, got no benchmark job.
+        assert f"NodeList={SHORT} " not in gpus.ctl("scontrol --oneliner show jobs").stdout
+    finally:
+        gpus.ok(gpus.ctl(f"scontrol update NodeName={QUAD} State=RESUME"))

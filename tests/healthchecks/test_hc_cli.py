@@ -394,6 +394,42 @@ def test_nccl_verdict_drains_the_slow_node_only_by_its_own_rules(fake_node: Fake
     assert len(fake_node.updates()) == 2
 
 
+def test_nccl_verdict_judges_the_level_3_diagnostic_with_the_benchmark(
+    fake_node: FakeNode,
+) -> None:
+    job = fake_node.root / "job"
+    dcgm = private_copy(job, "dcgmi-diag-r3-fail.txt")
+    args = ("--node", "dev-gpu-5", "--dcgm-output", str(dcgm), "--dcgm-exit", "226")
+    rc, line = _verdict(fake_node, "all_reduce_perf-8xh100-pass.txt", *args)
+    assert (rc, _field(line, "dcgm"), _field(line, "action")) == (
+        1,
+        "fail Targeted Stress",
+        "drain",
+    )
+    assert _field(line, "reason") == "healthcheck: nccl dcgm fail Targeted Stress"
+    # A benchmark that left no result is no verdict, but the failed diagnostic still is one.
+    rc, line = _verdict(fake_node, "no-such-output.txt", *args)
+    assert (rc, _field(line, "reason")) == (1, "healthcheck: nccl dcgm fail Targeted Stress")
+    assert _field(line, "nccl_error") == "cannot read output: No such file or directory"
+    # timeout's and the shell's own exit statuses name what happened.
+    for status, failure in (("124", "timeout"), ("127", "dcgmi not installed in the jail")):
+        rc, line = _verdict(
+            fake_node,
+            "all_reduce_perf-8xh100-pass.txt",
+            "--dcgm-output",
+            str(dcgm),
+            "--dcgm-exit",
+            status,
+        )
+        assert (rc, _field(line, "dcgm")) == (1, failure)
+    # A diagnostic output somebody else could have written is no verdict at all.
+    dcgm.chmod(0o666)
+    rc, line = _verdict(fake_node, "all_reduce_perf-8xh100-slow.txt", *args)
+    assert (rc, _field(line, "result")) == (2, "error")
+    assert _field(line, "error").startswith("refused dcgm output: ")
+    assert len(fake_node.updates()) == 2
+
+
 def _forged(fake_node: FakeNode, name: str, how: str) -> Path:
     """Fixture ``name`` where the job's output would be, put there by somebody else."""
     job_dir = fake_node.root / "job"

@@ -3,6 +3,7 @@ and the job script run for real against the stand-in all_reduce_perf and scontro
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -140,6 +141,8 @@ def test_environment_and_defaults() -> None:
         ({"NCCL_OUTPUT_DIR": '/a"b'}, "NCCL_OUTPUT_DIR must be an absolute path without"),
         ({"NCCL_TIME_LIMIT_MINUTES": "1"}, "NCCL_TIME_LIMIT_MINUTES must be whole minutes"),
         ({"NCCL_TIME_LIMIT_MINUTES": "1h"}, "NCCL_TIME_LIMIT_MINUTES must be whole minutes"),
+        ({"NCCL_DCGM_TIMEOUT_SECONDS": "59"}, "NCCL_DCGM_TIMEOUT_SECONDS must be whole seconds"),
+        ({"NCCL_DCGM_TIMEOUT_SECONDS": "1h"}, "NCCL_DCGM_TIMEOUT_SECONDS must be whole seconds"),
     ],
 )
 def test_bad_environment_names_the_variable_and_submits_nothing(
@@ -214,6 +217,20 @@ def test_the_exact_sbatch_command() -> None:
         "--output=/dev/null",  # never a file at a predictable path in a shared directory
         "--comment=slurm-stack nccl benchmark: pool gpu, 8x h100, threshold 350 GB/s",
     ]
+
+
+def test_the_dcgm_diagnostic_lengthens_the_job_by_its_timeout_rounded_up() -> None:
+    target = Target("gpu-0", "gpu", "h100", 8, "batch", 350.0)
+    assert _config().dcgm_timeout_seconds is None
+    config = _config(NCCL_TIME_LIMIT_MINUTES="20", NCCL_DCGM_TIMEOUT_SECONDS="3601")
+    assert config.job_minutes == 20 + 61
+    assert "--time=81" in sbatch_argv(config, target)
+    script = job_script(config, target)
+    assert "timeout --kill-after=30 3601 dcgmi diag -r 3 >&4 2>&1 3>&- 4>&-\n" in script
+    assert '--dcgm-output "$dcgm" --dcgm-exit "$dcgm_rc")' in script
+    assert "NCCL_DCGM_TIMEOUT_SECONDS" in script.split("unset ", 1)[1].split("\n", 1)[0]
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert "dcgmi" not in job_script(_config(), target)
 
 
 def test_the_job_script_quotes_every_value() -> None:
@@ -354,6 +371,8 @@ def _run_job(
     *,
     node: str = "scontrol-node-idle.txt",
     mktemp_answers: Path | None = None,
+    dcgm: str | None = None,
+    dcgm_timeout_seconds: int = 60,
 ) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     bin_dir, fake_gpu = tmp_path / "bin", tmp_path / "fake-gpu"
     bin_dir.mkdir(exist_ok=True)
@@ -368,6 +387,9 @@ def _run_job(
     (fake_gpu / "busbw-gpu-0").write_text(busbw)
     (fake_gpu / "busbw").write_text("999")  # another node's file is not used
     config = _config(NCCL_OUTPUT_DIR=str(output_dir))
+    if dcgm is not None:  # what the stand-in dcgmi answers on this node
+        (fake_gpu / "dcgm-gpu-0").write_text(dcgm)
+        config = dataclasses.replace(config, dcgm_timeout_seconds=dcgm_timeout_seconds)
     target = Target("gpu-0", "gpu", "h100", 8, "batch", 350.0)
     script = job_script(config, target, healthcheck=str(HEALTHCHECKS_DIR / "healthcheck"))
     env = {
@@ -376,6 +398,7 @@ def _run_job(
         "SLURM_JOB_ID": "4242",
         "SLURMD_NODENAME": "gpu-0",
         "NCCL_GPU_POOLS": "{}",  # from the submitter's environment: dropped
+        "FAKE_GPU_HANG_SECONDS": "30",
     }
     proc = subprocess.run(
         ["bash", "-s"],
@@ -529,3 +552,74 @@ def test_job_script_never_writes_or_reads_an_output_file_that_exists(
         assert (private.parent / "forged.txt").read_text() == fixture(
             "all_reduce_perf-8xh100-pass.txt"
         )
+
+
+@needs_python3
+@pytest.mark.parametrize(
+    ("busbw", "dcgm", "timeout", "reason"),
+    [
+        ("380", "fail Memory Bandwidth", 60, "healthcheck: nccl dcgm fail Memory Bandwidth"),
+        (
+            "200.5",
+            "fail Targeted Power",
+            60,
+            "healthcheck: nccl busbw 200.5<350 GB/s, dcgm fail Targeted Power",
+        ),
+        ("380", "hang", 1, "healthcheck: nccl dcgm timeout"),
+        ("crash", "fail PCIe", 60, "healthcheck: nccl dcgm fail PCIe"),
+    ],
+)
+def test_job_script_drains_a_node_that_fails_the_level_3_diagnostic(
+    tmp_path: Path, busbw: str, dcgm: str, timeout: int, reason: str
+) -> None:
+    output_dir = tmp_path / "jail-tmp"
+    output_dir.mkdir()
+    proc, calls = _run_job(tmp_path, busbw, output_dir, dcgm=dcgm, dcgm_timeout_seconds=timeout)
+    assert proc.returncode == 1, proc.stderr
+    private = _private_dir(output_dir)
+    assert sorted(f.name for f in private.iterdir()) == [
+        "gpu-0-4242.dcgm",
+        "gpu-0-4242.log",
+        "gpu-0-4242.out",
+        "gpu-0-4242.verdict",
+    ]
+    assert stat.S_IMODE((private / "gpu-0-4242.dcgm").stat().st_mode) == 0o600
+    verdict = (private / "gpu-0-4242.verdict").read_text().strip()
+    assert f'reason="{reason}"' in verdict and "action=drain" in verdict, verdict
+    assert calls[1] == ["update", "NodeName=gpu-0", "State=DRAIN", f"Reason={reason}"]
+
+
+@needs_python3
+def test_job_script_with_a_passing_diagnostic_resumes_the_node(tmp_path: Path) -> None:
+    output_dir = tmp_path / "jail-tmp"
+    output_dir.mkdir()
+    proc, calls = _run_job(
+        tmp_path, "380", output_dir, node="scontrol-node-drained-nccl.txt", dcgm="pass"
+    )
+    assert proc.returncode == 0, proc.stderr
+    private = _private_dir(output_dir)
+    assert "| Memory Bandwidth" in (private / "gpu-0-4242.dcgm").read_text()
+    verdict = (private / "gpu-0-4242.verdict").read_text().strip()
+    assert " dcgm=pass " in verdict and "action=resume" in verdict, verdict
+    assert calls[1] == ["update", "NodeName=gpu-0", "State=RESUME"]
+
+
+@needs_python3
+def test_a_planted_dcgm_output_is_never_reused(tmp_path: Path) -> None:
+    output_dir = tmp_path / "jail-tmp"
+    output_dir.mkdir()
+    private = output_dir / "nccl-benchmark-gpu-0-4242.AAAAAAAA"
+    private.mkdir(mode=0o700)
+    (private / "gpu-0-4242.dcgm").symlink_to("/dev/null")
+    proc, calls = _run_job(
+        tmp_path,
+        "380",
+        output_dir,
+        mktemp_answers=private,
+        dcgm="fail PCIe",
+        node="scontrol-node-drained-nccl.txt",
+    )
+    assert proc.returncode == 2, proc.stderr
+    line = (private / "gpu-0-4242.verdict").read_text().strip()
+    assert line.endswith(f'error="{private}/gpu-0-4242.dcgm exists already: not reusing it"')
+    assert calls == [["update", "JobId=4242", f"Comment={line}"]]  # neither drained nor resumed
