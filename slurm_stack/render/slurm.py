@@ -166,6 +166,10 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                     # and a removed user's association allows no more submissions.
                     ("AccountingStorageEnforce", "associations,limits,qos"),
                     *([("AccountingStorageTRES", "gres/gpu")] if spec.gpu_pools else []),
+                    # A job's comment reaches sacct only with this flag: the NCCL benchmark's
+                    # verdict is its job's comment, and the metrics exporter reads it there.
+                    # A slurmConfExtra line of this key replaces it.
+                    ("AccountingStoreFlags", "job_comment"),
                 ],
             )
         )

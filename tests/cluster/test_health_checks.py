@@ -106,6 +106,14 @@ def test_nccl_benchmark_drains_the_slow_node_and_leaves_the_fast_one(cluster: Cl
         ),
         timeout=90,
     )
+    # The verdict line is the job's comment in accounting (AccountingStoreFlags=job_comment).
+    comments = cluster.ok(
+        cluster.ctl("sacct -a -n -X -P --name=nccl-benchmark -o NodeList,Comment")
+    ).splitlines()
+    assert any(
+        line.startswith("itest-gpu-0|nccl-verdict result=fail ") and "busbw=120.00" in line
+        for line in comments
+    ), comments
     # sacct has a job's end before slurmctld has the node back: the node completes (epilog,
     # step cleanup) for a moment after, so its state is awaited, not sampled once.
     wait_for(
