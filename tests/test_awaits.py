@@ -48,6 +48,8 @@ def test_registered_timeouts_come_from_the_table(dev_run: ProgramRun) -> None:
         ("batch/v1:Job", "dev-reconfigure"): "reconfigure",
         ("batch/v1:Job", "dev-users"): "users",
         ("batch/v1:Job", "dev-pool-update"): "pool-update",
+        ("apps/v1:Deployment", "dev-exporter"): "exporter",
+        ("core/v1:Service", "dev-metrics"): "exporter-service",
     }
     timed = [r for r in dev_run.resources if (r.custom_timeouts or {}).get("create")]
     assert len(timed) == len(expected), [r.urn for r in timed]

@@ -155,4 +155,5 @@ def test_dev_accounts_by_component(dev_run: ProgramRun) -> None:
         "dev-users": ("users", "Users"),
         "dev-reconfigure": ("reconfigure", "SlurmCluster"),
         "dev-pool-update": ("pool-update", "SlurmCluster"),
+        "dev-exporter": ("exporter", "Metrics"),
     }

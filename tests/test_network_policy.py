@@ -133,7 +133,7 @@ def allowed(
 ANY_PORT = "any"
 EVERYONE = "everyone"  # any pod of any namespace, and any address outside the cluster
 ANY_POD = "any pod"  # any pod of any namespace
-JOBS = ("users", "reconfigure", "nccl-benchmark")
+JOBS = ("users", "reconfigure", "nccl-benchmark", "exporter")
 
 # (source, destination, ports, who opens the connection). SRUN is slurm.conf's SrunPortRange.
 SLURM_FLOWS: list[tuple[str, str, Any, str]] = [
@@ -148,6 +148,9 @@ SLURM_FLOWS: list[tuple[str, str, Any, str]] = [
     ("users", "controller", {6817}, "sacctmgr: the network guide lists it as a slurmctld client"),
     ("reconfigure", "controller", {6817}, "scontrol reconfigure"),
     ("nccl-benchmark", "controller", {6817}, "nccl-submit's sinfo, squeue, sbatch"),
+    ("exporter", "controller", {6817}, "the metrics exporter's sinfo, squeue, sdiag"),
+    ("exporter", "accounting", {6819}, "the metrics exporter's sacctmgr ping and sacct"),
+    (ANY_POD, "exporter", {9341}, "a scraper -> the exporter's /metrics"),
     ("controller", "worker", {6818}, "slurmctld -> slurmd: launch, ping, signal, terminate"),
     ("login", "worker", ANY_PORT, "srun's launch, sbcast, sstat -> slurmd; port forwards"),
     ("worker", "worker", ANY_PORT, "slurmd fan-out, srun in batch scripts, MPI/NCCL tasks"),
@@ -166,7 +169,9 @@ METRICS_FLOWS = [(ANY_POD, "controller", {6817}, "a scraper -> slurmctld's /metr
 
 # Every port the cluster's pods listen on, SrunPortRange's ends and what lies just outside it,
 # and ports a job might open (torch.distributed, Jupyter).
-PROBE_PORTS = (22, 3306, 6817, 6818, 6819, 60000, 60001, 61234, 63000, 63001, 8888, 29500)
+PROBE_PORTS = (
+    22, 3306, 6817, 6818, 6819, 9341, 60000, 60001, 61234, 63000, 63001, 8888, 29500,
+)  # fmt: skip
 OUTSIDE = [
     Peer("internet", None, ip="198.51.100.7"),
     Peer("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"}, "10.244.9.9"),
@@ -309,7 +314,7 @@ def test_the_probe_covers_every_port_a_pod_listens_on(itest_run: ProgramRun) -> 
         for container in template["spec"]["containers"]
         for port in container.get("ports", [])
     }
-    assert listened == {22, 3306, 6817, 6818, 6819}
+    assert listened == {22, 3306, 6817, 6818, 6819, 9341}
     assert listened <= set(PROBE_PORTS)
 
 

@@ -70,6 +70,7 @@ EXPECTED = {
     "users": ("baseline", "sync-users runs as root with CHOWN to hand homes to their users"),
     "jail": ("baseline", "populate-jail runs as root to write the jail's root filesystem"),
     "nccl-benchmark": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
+    "exporter": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
     "worker": ("privileged", "slurmd enters the jail: SYS_ADMIN, AppArmor Unconfined"),
     "login": ("privileged", "sshd enters the jail: SYS_ADMIN, AppArmor Unconfined"),
 }

@@ -21,6 +21,7 @@ COMPONENTS = {
     "WorkerPool",
     "Users",
     "NetworkPolicies",
+    "Metrics",
 }
 
 
@@ -50,6 +51,7 @@ def test_graph_shape(dev_run: ProgramRun) -> None:
         ("kubernetes:core/v1:ServiceAccount", "dev-pool-update-service-account"),
         ("kubernetes:policy/v1:PodDisruptionBudget", "dev-services-disruption-budget"),
         ("slurm-stack:index:NetworkPolicies", "dev-network"),
+        ("slurm-stack:index:Metrics", "dev-metrics"),
     }
     # Every resource hangs under the cluster, and every component registered its outputs.
     urns = {r.urn: r for r in dev_run.resources}

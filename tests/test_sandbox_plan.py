@@ -25,16 +25,18 @@ def test_pods_in_start_order(dev_plan: Plan) -> None:
     order = [(pod.phase, pod.name, pod.job) for pod in dev_plan.pods]
     names = [name for _, name, _ in order]
     assert names[:3] == ["dev-mariadb-0", "dev-accounting-0", "dev-controller-0"]
+    # The metrics exporter, a Slurm client, once the controller runs.
+    assert names[3] == "dev-exporter-0" and not order[3][2]
     # With the jail: the pool's update Job, which marks its nodes before the pods change.
-    assert names[3].startswith("dev-pool-update-") and order[3][2]
-    assert names[4].startswith("dev-populate-jail-") and order[4][2]
+    assert names[4].startswith("dev-pool-update-") and order[4][2]
+    assert names[5].startswith("dev-populate-jail-") and order[5][2]
     # The config push starts once the controller is updated, as Pulumi starts it: on
     # Kubernetes it runs while the pools roll, so here before them.
-    assert names[5].startswith("dev-reconfigure-") and order[5][2]
-    assert order[3][0] == order[4][0] == order[5][0]
-    assert names[6:9] == ["dev-cpu-0", "dev-cpu-1", "dev-login-0"]  # replicas: 2 workers
-    assert names[9].startswith("dev-users-") and order[9][2]  # with the nodes: needs the jail
-    assert order[9][0] == order[6][0] > order[5][0]
+    assert names[6].startswith("dev-reconfigure-") and order[6][2]
+    assert order[3][0] == order[4][0] == order[5][0] == order[6][0]
+    assert names[7:10] == ["dev-cpu-0", "dev-cpu-1", "dev-login-0"]  # replicas: 2 workers
+    assert names[10].startswith("dev-users-") and order[10][2]  # with the nodes: needs the jail
+    assert order[10][0] == order[7][0] > order[6][0]
     assert len({pod.ip for pod in dev_plan.pods}) == len(dev_plan.pods)
 
 

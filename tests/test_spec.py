@@ -1412,6 +1412,18 @@ INVALID = [
         id="periodic-dcgm-timeout-too-short",
     ),
     bad(
+        {"metrics.prometheusOperator": True, "metrics.enabled": False},
+        "metrics.prometheusOperator",
+        "prometheusOperator creates a ServiceMonitor for the exporter, which is off",
+        id="service-monitors-without-the-exporter",
+    ),
+    bad(
+        {"metrics.scrapeIntervalSeconds": 5},
+        "metrics.scrapeIntervalSeconds",
+        "",
+        id="metrics-scrape-interval-too-short",
+    ),
+    bad(
         {"healthChecks.dcgm.level": 3},
         "healthChecks.dcgm.level",
         "",
@@ -2027,8 +2039,8 @@ INVALID = [
         {"nodes": 3},
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
-        "directory, healthChecks, images, jail, labels, login, name, namespace, networkPolicy, "
-        "partitions, slurmVersion, workerPools",
+        "directory, healthChecks, images, jail, labels, login, metrics, name, namespace, "
+        "networkPolicy, partitions, slurmVersion, workerPools",
         id="unknown-top-level-key",
     ),
     bad(

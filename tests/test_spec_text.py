@@ -118,6 +118,9 @@ def full_config() -> dict[str, Any]:
         "apiServerCidrs": ["10.0.0.1/32"],
         "sshSourceRanges": ["198.51.100.0/24"],
     }
+    cluster["metrics"] = {
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+    }
     return cluster
 
 

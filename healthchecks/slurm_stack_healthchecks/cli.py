@@ -17,6 +17,10 @@
     node is left as it is: neither drained (whoever can plant or spoil the file could drain
     healthy nodes) nor resumed.
 
+``healthcheck exporter``
+    Serve the cluster's state as Prometheus metrics (see :mod:`.exporter`); exit 2 when the
+    environment is unusable.
+
 ``healthcheck nccl-submit [--dry-run]``
     Submit one NCCL benchmark job per idle GPU node (configured by ``NCCL_*`` environment
     variables, see :mod:`.nccl_submit`), log one line per node to stderr. Exit 0 all submitted,
@@ -39,6 +43,7 @@ from .checks.dcgm import job_diag_failure
 from .config import DEFAULT_CONFIG_PATH, ConfigError, load_config
 from .context import Context
 from .drain import Action, Decision, Owner, decide, drain_reason
+from .exporter import ExporterConfig, serve
 from .logline import format_line
 from .nccl import (
     NcclOutputError,
@@ -90,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     nccl.add_argument("--dcgm-exit", type=int, default=0, help="the exit status of dcgmi diag")
     nccl.add_argument("--timeout", type=float, default=_SCONTROL_TIMEOUT, help="scontrol timeout")
     nccl.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
+    commands.add_parser("exporter", help="serve the cluster's state as Prometheus metrics")
     submit = commands.add_parser("nccl-submit", help="submit the NCCL benchmark to idle nodes")
     submit.add_argument("--dry-run", action="store_true", help="decide and log, submit nothing")
     return parser
@@ -106,6 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return nccl_verdict(args, run_command, sys.stdout)
     if args.command == "nccl-submit":
         return nccl_submit(os.environ, run_command, sys.stderr, dry_run=args.dry_run)
+    if args.command == "exporter":
+        try:
+            config = ExporterConfig.from_environ(os.environ)
+        except ValueError as exc:
+            print(format_line("exporter", [("result", "error"), ("error", exc)]), file=sys.stderr)
+            return 2
+        return serve(config, run_command)
     return run_quick(args.config, node_name(args.node), args.dry_run, sys.stderr)
 
 

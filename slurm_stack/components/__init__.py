@@ -6,6 +6,7 @@ from slurm_stack.components.controller import Controller
 from slurm_stack.components.health import HealthChecks
 from slurm_stack.components.jail import Jail
 from slurm_stack.components.login import LoginPool
+from slurm_stack.components.metrics import Metrics
 from slurm_stack.components.secrets import ClusterSecrets
 from slurm_stack.components.workers import WorkerPool
 
@@ -16,6 +17,7 @@ __all__ = [
     "HealthChecks",
     "Jail",
     "LoginPool",
+    "Metrics",
     "SlurmCluster",
     "WorkerPool",
 ]

@@ -2,12 +2,11 @@
 (external database)."""
 
 import pulumi
-from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps.v1 import Deployment, StatefulSet
 from pulumi_kubernetes.core.v1 import ConfigMap, PersistentVolumeClaim, Service, ServiceAccount
 
 from slurm_stack import naming
-from slurm_stack.components.kube import by_content, child_options, register
+from slurm_stack.components.kube import by_content, child_options, custom_resource, register
 from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s import accounting as builders
 from slurm_stack.k8s.common import config_map
@@ -80,15 +79,11 @@ class Accounting(pulumi.ComponentResource):
         if spec.accounting.mode == "external":
             return []
         if spec.accounting.mode == "mariadb-operator":
-            manifest = builders.mariadb_operator_resource(spec)
             return [
-                CustomResource(
+                custom_resource(
                     f"{name}-mariadb",
-                    api_version=manifest["apiVersion"],
-                    kind=manifest["kind"],
-                    metadata=manifest["metadata"],
-                    spec=manifest["spec"],
-                    opts=child_options(
+                    builders.mariadb_operator_resource(spec),
+                    child_options(
                         self, depends_on=depends_on, keep=True, timeout=TIMEOUTS["mariadb-operator"]
                     ),
                 )

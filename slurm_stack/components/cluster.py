@@ -12,6 +12,7 @@ from slurm_stack.components.health import HealthChecks
 from slurm_stack.components.jail import Jail
 from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.login import LoginPool
+from slurm_stack.components.metrics import Metrics
 from slurm_stack.components.network import NetworkPolicies
 from slurm_stack.components.secrets import ClusterSecrets
 from slurm_stack.components.timeouts import TIMEOUTS
@@ -159,6 +160,10 @@ class SlurmCluster(pulumi.ComponentResource):
         )
         if spec.nccl_enabled:
             HealthChecks(f"{name}-health", spec, config_name, [controller.statefulset], opts=here)
+        if spec.metrics.enabled:
+            Metrics(
+                f"{name}-metrics", spec, config_name, [controller.statefulset, *guard], opts=here
+            )
 
         user = spec.login.users[0].name if spec.login.users else "root"
         self.namespace = pulumi.Output.from_input(spec.namespace)

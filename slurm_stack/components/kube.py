@@ -36,6 +36,22 @@ def register(
     return cls(name, opts=opts, **arguments)
 
 
+def custom_resource(
+    name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
+) -> pulumi.CustomResource:
+    """A custom resource (an operator's kind) from a builder's manifest."""
+    from pulumi_kubernetes.apiextensions import CustomResource
+
+    return CustomResource(
+        name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=opts,
+    )
+
+
 def by_content(name: str, digest: str) -> str:
     """The logical name of an object named by its content (a ConfigMap or Job with a hash in
     its Kubernetes name): the digest is in both names. With a fixed logical name, a change

@@ -40,4 +40,6 @@ TIMEOUTS: dict[str, str] = {
     "reconfigure": _minutes(15 * 60 + JOB_MARGIN_SECONDS),  # Job, activeDeadlineSeconds 900
     "users": _minutes(15 * 60 + JOB_MARGIN_SECONDS),  # Job, activeDeadlineSeconds 900
     "pool-update": _minutes(POOL_UPDATE_DEADLINE_SECONDS + JOB_MARGIN_SECONDS),  # Job
+    "exporter": "10m",  # Deployment: ready once munge (or sackd) runs and it listens
+    "exporter-service": "10m",  # its Service
 }

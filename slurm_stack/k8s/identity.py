@@ -25,6 +25,7 @@ _NAMES = {
     "reconfigure": lambda cluster: f"{cluster}-reconfigure",
     "pool-update": lambda cluster: f"{cluster}-pool-update",
     "nccl-benchmark": lambda cluster: f"{cluster}-nccl-benchmark",
+    "exporter": lambda cluster: f"{cluster}-exporter",
 }
 
 

@@ -21,12 +21,13 @@ from slurm_stack.spec.models import ClusterSpec, WorkerPool
 CLIENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
 
 
-def _client_pod(
+def client_pod(
     spec: ClusterSpec,
     config_map: str,
     role: str,
     extra_env: list[Manifest],
     component: str | None = None,
+    restart_policy: str = "OnFailure",
 ) -> Manifest:
     """A pod running a Slurm client command as the SlurmUser with the cluster's config,
     under the ServiceAccount of ``component`` (default: the role's)."""
@@ -44,11 +45,11 @@ def _client_pod(
         securityContext=non_root(paths.SLURM_UID),
     )
     return {
-        # The role is the component (reconfigure, nccl-benchmark) unless named.
+        # The role is the component (reconfigure, nccl-benchmark, exporter) unless named.
         **pod_identity(spec, component or role),
         **pod_security(),
         **image_pull(spec),
-        "restartPolicy": "OnFailure",
+        "restartPolicy": restart_policy,
         "initContainers": client_auth_sidecars(spec),
         "containers": [client],
         "volumes": [
@@ -69,7 +70,7 @@ def reconfigure_job(spec: ClusterSpec, config_map: str, config_hash: str) -> Man
             "activeDeadlineSeconds": 900,
             "template": {
                 "metadata": {"labels": metadata(spec, name, "reconfigure")["labels"]},
-                "spec": _client_pod(
+                "spec": client_pod(
                     spec, config_map, "reconfigure", env(EXPECTED_CONFIG_HASH=config_hash)
                 ),
             },
@@ -92,7 +93,7 @@ def pool_update_job(
             "activeDeadlineSeconds": POOL_UPDATE_DEADLINE_SECONDS,
             "template": {
                 "metadata": {"labels": metadata(spec, name, "pool-update")["labels"]},
-                "spec": _client_pod(
+                "spec": client_pod(
                     spec,
                     config_map,
                     "mark-pool-update",
@@ -140,7 +141,7 @@ def nccl_cronjob(spec: ClusterSpec, config_map: str) -> Manifest:
                     "activeDeadlineSeconds": 6 * 3600,
                     "template": {
                         "metadata": {"labels": metadata(spec, name, "nccl-benchmark")["labels"]},
-                        "spec": _client_pod(spec, config_map, "nccl-benchmark", settings),
+                        "spec": client_pod(spec, config_map, "nccl-benchmark", settings),
                     },
                 }
             },

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from slurm_stack import paths
 from slurm_stack.k8s.common import Manifest, metadata, selector_labels
+from slurm_stack.k8s.metrics import EXPORTER_PORT
 from slurm_stack.spec.models import METADATA_CIDR, ClusterSpec
 from slurm_stack.spec.versions import at_least
 
@@ -42,8 +43,14 @@ class Flow:
 
 
 def client_jobs(spec: ClusterSpec) -> tuple[str, ...]:
-    """Components of the Jobs that run Slurm commands (the populate-jail Job runs none)."""
-    return ("users", "reconfigure", *(("nccl-benchmark",) if spec.nccl_enabled else ()))
+    """Components of the Jobs, and of the metrics exporter, that run Slurm commands (the
+    populate-jail Job runs none)."""
+    return (
+        "users",
+        "reconfigure",
+        *(("nccl-benchmark",) if spec.nccl_enabled else ()),
+        *(("exporter",) if spec.metrics.enabled else ()),
+    )
 
 
 def flows(spec: ClusterSpec) -> list[Flow]:
@@ -86,12 +93,21 @@ def flows(spec: ClusterSpec) -> list[Flow]:
     if accounting:
         # slurmdbd: slurmctld sends accounting; sacct, sacctmgr and sreport run on login pods,
         # in jobs on worker pods, and in the users Job (sacctmgr).
+        # The exporter asks slurmdbd too (sacctmgr ping, sacct for the NCCL verdicts).
+        exporter = ("exporter",) if spec.metrics.enabled else ()
         out.append(
-            Flow("accounting", paths.SLURMDBD_PORT, ("controller", "login", "worker", "users"))
+            Flow(
+                "accounting",
+                paths.SLURMDBD_PORT,
+                ("controller", "login", "worker", "users", *exporter),
+            )
         )
         if spec.accounting.mode == "embedded":
             # MariaDB: slurmdbd only.
             out.append(Flow("database", paths.MYSQL_PORT, ("accounting",)))
+    if spec.metrics.enabled:
+        # The exporter's /metrics: its scraper runs in a namespace of its own.
+        out.append(Flow("exporter", EXPORTER_PORT, any_pod=True))
     if spec.controller.metrics.enabled and at_least(spec.slurm_version, "25.11"):
         # slurmctld serves /metrics on its own port (doc/html/metrics.shtml); a scraper such
         # as Prometheus runs in a namespace of its own.

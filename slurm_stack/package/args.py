@@ -885,6 +885,37 @@ class NetworkPolicy(TypedDict, total=False):
     )
 
 
+class ClusterMetrics(TypedDict, total=False):
+    """The metrics exporter, what scrapes it and what shows it (docs/metrics.md)."""
+
+    enabled: NotRequired[bool]
+    (
+        "Run the exporter: a Deployment that reads the cluster's state from Slurm's client "
+        "commands (nodes, jobs, GPUs, drains, scheduler, slurmdbd, NCCL results) and serves it on "
+        "port 9341 of the `<name>-metrics` Service. Default: true."
+    )
+    prometheus_operator: NotRequired[bool]
+    (
+        "Also create a ServiceMonitor for the exporter (and slurmctld's own endpoint with "
+        "`controller.metrics`) and a PrometheusRule with the cluster's alerts. They are custom "
+        "resources of the Prometheus Operator (`monitoring.coreos.com/v1`), whose definitions must "
+        "be installed first: off by default, as `pulumi up` fails on a kind the API server lacks. "
+        "Default: false."
+    )
+    dashboard: NotRequired[bool]
+    (
+        "With the exporter: a ConfigMap holding a Grafana dashboard of its metrics, labelled "
+        "`grafana_dashboard` (value 1) for Grafana's dashboard sidecar. Default: true."
+    )
+    scrape_interval_seconds: NotRequired[int]
+    (
+        "How often the ServiceMonitor has the exporter scraped, 10-600 seconds; each scrape runs "
+        "sinfo, squeue, sdiag (and sacctmgr and sacct with accounting) once. Default: 60."
+    )
+    resources: NotRequired[Resources]
+    """Requests and limits of the exporter container."""
+
+
 class SlurmClusterArgs(TypedDict, total=False):
     """Arguments of a SlurmCluster: the cluster spec, as under `slurm-stack:cluster` in stack
     config, and the passwords (secrets)."""
@@ -941,6 +972,8 @@ class SlurmClusterArgs(TypedDict, total=False):
     )
     network_policy: NotRequired[NetworkPolicy]
     """The NetworkPolicies that limit connections to and from the cluster's pods."""
+    metrics: NotRequired[ClusterMetrics]
+    """The metrics exporter, ServiceMonitors, alerts and dashboard."""
     db_password: NotRequired[pulumi.Input[str]]
     (
         "Password of the external accounting database's user (a secret): needed with "

@@ -45,13 +45,21 @@ Everything Kubernetes does that podman does not is translated here, in one place
   fingerprint changes) but not on Kubernetes, so such a roll's stops take the `drain`
   settings (no update Job marked the nodes);
 - pods start in phases that follow the stack's dependencies (database, slurmdbd, controller;
-  then the jail, the pools' update Jobs and the config Job; then workers, login and the
-  users Job), where Pulumi starts each resource as soon as those it depends on are ready;
-  what stays different: Pulumi may run resources of one phase at the same time as the next
-  (the config Job while the pools roll), the sandbox runs each phase to its end first;
+  then the jail, the pools' update Jobs, the config Job and the metrics exporter; then
+  workers, login and the users Job), where Pulumi starts each resource as soon as those it
+  depends on are ready; what stays different: Pulumi may run resources of one phase at the
+  same time as the next (the config Job while the pools roll), the sandbox runs each phase to
+  its end first;
 - the stack's outputs of the last `up` that succeeded are kept (`outputs.json`) and given
   back to the program as the engine gives them (`readStackOutputs`: its deployed
   slurmVersion); `sandbox down` does not run the program, as `pulumi destroy` does not;
+- ServiceMonitors and PrometheusRules become the configuration of a real Prometheus the
+  sandbox runs beside the pods (`prometheus.py`), as the Prometheus Operator would configure
+  one: each selected pod a target, labelled `job`, `namespace`, `service`, `pod`,
+  `container`, `endpoint`; what stays different: the targets are the pods' fixed addresses
+  (the operator follows the Services' endpoints as pods come and go), and rules are
+  evaluated every 10 s (the operator's default is 30 s);
+- a probe's port given by name is the container port of that name, as the kubelet reads it;
 - PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
   nothing asks them (`kubectl drain` would);
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
@@ -100,6 +108,7 @@ PHASES = {
     # Pulumi starts it once the controller is updated, so on Kubernetes it runs while the pools
     # still roll (a version change: beside older slurmds); so here, before the pools' phase.
     "reconfigure": 3,
+    "exporter": 3,  # Pulumi starts it once the controller is ready, as the reconfigure Job
 }
 
 # Upstream images no registry serves here, and the local build that stands in for each.
@@ -335,6 +344,17 @@ def local_image(image: str, tag: str) -> str:
     return image
 
 
+def _port_number(container: Manifest, port: int | str) -> int:
+    """A probe's port: a number, or the name of one of the container's ports (as the kubelet
+    resolves it)."""
+    if isinstance(port, int) or str(port).isdigit():
+        return int(port)
+    for declared in container.get("ports", []):
+        if declared.get("name") == port:
+            return int(declared["containerPort"])
+    raise ValueError(f"container {container['name']!r} has no port named {port!r}")
+
+
 def _probe(container: Manifest) -> Probe | None:
     """What the sandbox waits on before it starts the next container or phase."""
     probe = container.get("readinessProbe") or container.get("startupProbe")
@@ -351,7 +371,7 @@ def _probe(container: Manifest) -> Probe | None:
             "failures": startup.get("failureThreshold", 3),
         }
     if "tcpSocket" in probe:
-        return Probe(port=int(probe["tcpSocket"]["port"]), **timing)
+        return Probe(port=_port_number(container, probe["tcpSocket"]["port"]), **timing)
     return Probe(command=tuple(probe["exec"]["command"]), **timing)
 
 

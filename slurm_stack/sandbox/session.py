@@ -10,7 +10,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from slurm_stack.sandbox.apply import (
     Applier,
@@ -29,6 +29,8 @@ from slurm_stack.sandbox.plan import (
     plan,
 )
 from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
+from slurm_stack.sandbox.prometheus import SandboxPrometheus, wants_prometheus
+from slurm_stack.sandbox.prometheus import ensure_image as ensure_prometheus_image
 from slurm_stack.sandbox.stack import SANDBOX_USER, cluster_name, render_for_sandbox
 from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxRecord, SandboxState, load_records
 from slurm_stack.spec.models import IMAGE_REVISION, ClusterSpec
@@ -373,6 +375,7 @@ class Sandbox:
         self._spec: ClusterSpec | None = None
         self._plan: Plan | None = None
         self._outputs: dict[str, object] = {}
+        self._manifests: list[dict[str, Any]] = []
 
     # -- building the plan --------------------------------------------------------------------
 
@@ -384,6 +387,7 @@ class Sandbox:
         stack = render_for_sandbox(self.stack_file, self.project, self.state)
         self._spec = stack.spec
         self._outputs = stack.outputs
+        self._manifests = stack.manifests
         self._plan = plan(
             stack.manifests,
             str(self.state.root),
@@ -486,9 +490,21 @@ class Sandbox:
         current = self.render()
         self._install_fake_gpu_tools()
         report = self.applier().apply(current)
+        if wants_prometheus(self._manifests):
+            prometheus = self.prometheus()
+            changed = prometheus.write_config(self._manifests, current.hosts)
+            if changed or not prometheus.running():
+                prometheus.start(ensure_prometheus_image(self.podman))
+            self.log(f"Prometheus (from the ServiceMonitors and PrometheusRules): {prometheus.url}")
         # The outputs the next run reads back, recorded only for an `up` that succeeded.
         self.state.save_outputs(self._outputs)
         return report
+
+    def prometheus(self) -> SandboxPrometheus:
+        """The Prometheus this sandbox runs when its stack renders ServiceMonitors."""
+        return SandboxPrometheus(
+            self.name, network_name(self.name), subnet_for(self.name), self.state.root, self.podman
+        )
 
     def down(self, *, delete_data: bool = False) -> list[str]:
         """Remove the pods and network; with ``delete_data`` also every volume and key (then
@@ -496,6 +512,7 @@ class Sandbox:
         Refused when the running cluster of this name, or this state directory, is another
         stack's (a copy of this stack file may stop its own sandbox)."""
         self.refuse_collision("down", stopping=True)
+        self.prometheus().stop()
         removed = self.applier().down(graceful=not delete_data)
         if delete_data:
             unmount_below(self.state.root, include_itself=False)

@@ -1125,6 +1125,41 @@ class HealthChecks(SpecModel):
             )
 
 
+class ClusterMetrics(SpecModel):
+    """The metrics exporter, what scrapes it and what shows it (docs/metrics.md)."""
+
+    enabled: bool = True
+    """Run the exporter: a Deployment that reads the cluster's state from Slurm's client
+    commands (nodes, jobs, GPUs, drains, scheduler, slurmdbd, NCCL results) and serves it on
+    port 9341 of the `<name>-metrics` Service."""
+    prometheus_operator: bool = False
+    """Also create a ServiceMonitor for the exporter (and slurmctld's own endpoint with
+    `controller.metrics`) and a PrometheusRule with the cluster's alerts. They are custom
+    resources of the Prometheus Operator (`monitoring.coreos.com/v1`), whose definitions must
+    be installed first: off by default, as `pulumi up` fails on a kind the API server lacks."""
+    dashboard: bool = True
+    """With the exporter: a ConfigMap holding a Grafana dashboard of its metrics, labelled
+    `grafana_dashboard` (value 1) for Grafana's dashboard sidecar."""
+    scrape_interval_seconds: int = Field(default=60, ge=10, le=600)
+    """How often the ServiceMonitor has the exporter scraped, 10-600 seconds; each scrape runs
+    sinfo, squeue, sdiag (and sacctmgr and sacct with accounting) once."""
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "50m", "memory": "64Mi"}, limits={"memory": "256Mi"}
+        )
+    )
+    """Requests and limits of the exporter container."""
+
+    @relation("prometheusOperator", "enabled")
+    def _monitors_need_the_exporter(self) -> Iterator[KeyProblem]:
+        if self.prometheus_operator and not self.enabled:
+            yield KeyProblem(
+                "prometheusOperator creates a ServiceMonitor for the exporter, which is off: "
+                "set enabled: true, or prometheusOperator: false",
+                "prometheusOperator",
+            )
+
+
 LdapUri = Annotated[str, Field(pattern=r"^ldaps?://[A-Za-z0-9.:\[\]-]+(:[0-9]{1,5})?/?$")]
 DistinguishedName = Annotated[str, Field(pattern=r"^[^=,\n]+=[^\n]+$", max_length=512)]
 LdapAttribute = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,63}$")]
@@ -1268,6 +1303,8 @@ class ClusterSpec(SpecModel):
     users; unset: none."""
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
     """The NetworkPolicies that limit connections to and from the cluster's pods."""
+    metrics: ClusterMetrics = Field(default_factory=ClusterMetrics)
+    """The metrics exporter, ServiceMonitors, alerts and dashboard."""
 
     @field_validator("slurm_version", mode="before")
     @classmethod
