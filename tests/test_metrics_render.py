@@ -23,7 +23,7 @@ from slurm_stack.spec import ClusterSpec, load_spec
 from tests.conftest import ROOT
 from tests.test_network_policy import run_dev
 
-METRICS_STACK = ROOT / "tests" / "cluster" / "Pulumi.metrics.yaml"
+METRICS_STACK = ROOT / "tests" / "cluster" / "Pulumi.itest.yaml"
 
 
 def _metrics_spec(**changes: Any) -> ClusterSpec:
@@ -34,7 +34,7 @@ def _metrics_spec(**changes: Any) -> ClusterSpec:
 
 def test_the_exporter_is_a_slurm_client_serving_on_its_named_port() -> None:
     spec = _metrics_spec()
-    pod = exporter_deployment(spec, "metrics-slurm-config-x")["spec"]["template"]["spec"]
+    pod = exporter_deployment(spec, "itest-slurm-config-x")["spec"]["template"]["spec"]
     [exporter] = pod["containers"]
     assert exporter["command"][-1] == "exporter" and "/ops:" in exporter["image"]
     assert exporter["securityContext"]["runAsNonRoot"] is True
@@ -85,7 +85,7 @@ def test_service_monitors_only_with_the_operator_and_slurmctlds_only_with_its_en
 
 def test_every_alert_and_panel_reads_this_clusters_series_only() -> None:
     spec = _metrics_spec()
-    own = 'namespace="slurm-metrics",service="metrics-metrics"'
+    own = 'namespace="slurm-itest",service="itest-metrics"'
     names = [rule["alert"] for rule in alert_rules(spec)]
     assert names == [
         "SlurmNodeDrainedByHealthCheck",
@@ -113,6 +113,7 @@ def test_without_accounting_or_gpus_the_alerts_that_need_them_are_left_out() -> 
     raw["accounting"] = {"enabled": False}
     raw["workerPools"] = [raw["workerPools"][0]]
     raw["partitions"] = [raw["partitions"][0]]
+    raw["healthChecks"]["nccl"] = {"enabled": False}
     names = {rule["alert"] for rule in alert_rules(load_spec(raw))}
     assert not names & {"SlurmdbdUnreachable", "SlurmNcclBandwidthLow"}
 

@@ -289,7 +289,8 @@ def itest_run() -> ProgramRun:
 def test_the_itest_stack_allows_exactly_the_flows_slurm_uses(itest_run: ProgramRun) -> None:
     names = {p.name for p in pods(itest_run)}
     assert {"worker:cpu", "worker:gpu", "database", "nccl-benchmark", "jail"} <= names
-    assert computed_flows(itest_run) == expected_flows(itest_run, SLURM_FLOWS)
+    # controller.metrics on: scrapers from any namespace reach slurmctld's /metrics.
+    assert computed_flows(itest_run) == expected_flows(itest_run, SLURM_FLOWS, METRICS_FLOWS)
 
 
 def test_the_production_stack_allows_exactly_the_flows_slurm_uses_and_the_scraper(
