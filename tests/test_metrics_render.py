@@ -18,7 +18,12 @@ from slurm_stack.k8s.metrics import (
 )
 from slurm_stack.offline import manifests
 from slurm_stack.sandbox.plan import plan
-from slurm_stack.sandbox.prometheus import rule_groups, scrape_configs, wants_prometheus
+from slurm_stack.sandbox.prometheus import (
+    prometheus_address,
+    rule_groups,
+    scrape_configs,
+    wants_prometheus,
+)
 from slurm_stack.spec import ClusterSpec, load_spec
 from tests.conftest import ROOT
 from tests.test_network_policy import run_dev
@@ -137,3 +142,6 @@ def test_the_sandbox_scrapes_each_selected_pod_as_the_operator_labels_it() -> No
         "endpoint": "metrics",
     }
     assert [g["name"] for g in rule_groups(rendered)] == ["slurm-stack-dev"]
+    # Not among the pods' addresses, nor the directory tests' LDAP server's (.5).
+    address = prometheus_address(sandbox_plan.subnet)
+    assert address.endswith(".6") and address not in sandbox_plan.hosts.values()

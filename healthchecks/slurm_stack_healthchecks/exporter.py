@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -447,6 +449,9 @@ def serve(config: ExporterConfig, runner: Runner) -> int:
     not the exporter process's own (a registry of its own)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
+    # The container's first process: without a handler, SIGTERM would be ignored and the pod
+    # would wait out its grace period on every stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     registry = CollectorRegistry()
     registry.register(SlurmCollector(runner, config))  # type: ignore[arg-type]
     start_http_server(config.port, registry=registry)
