@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from .drain import NCCL_PREFIX, PREFIX
 from .runner import Runner
-from .sinfo import SinfoError, parse_gpu_gres, query
+from .sinfo import NO_VALUE, SinfoError, parse_gpu_gres, query
 
 DEFAULT_PORT = 9341
 QUERY_TIMEOUT = 20.0
@@ -67,7 +67,6 @@ _STATE_CLASSES = {
     "fail": "down",
     "failing": "down",
 }
-_NO_VALUE = frozenset({"", "(null)", "none", "n/a"})
 
 
 @dataclass(frozen=True)
@@ -116,10 +115,10 @@ def parse_nodes(text: str, pools: Sequence[str]) -> list[Node]:
         reason = "|".join(fields[5:]).rstrip("|").strip()
         if name in nodes:
             continue
-        feature_list = [] if features.lower() in _NO_VALUE else features.split(",")
+        feature_list = [] if features.lower() in NO_VALUE else features.split(",")
         pool = next((f for f in feature_list if f in pools), "")
         state = state_class(state_long)
-        reason = "" if reason.lower() in _NO_VALUE else reason
+        reason = "" if reason.lower() in NO_VALUE else reason
         try:
             total, used = parse_gpu_gres(gres).count, parse_gpu_gres(gres_used).count
         except ValueError:
@@ -196,7 +195,7 @@ def parse_sdiag(text: str) -> SchedulerStats:
 
 
 @dataclass(frozen=True)
-class NcclResult:
+class NcclVerdict:
     """A node's latest NCCL benchmark verdict."""
 
     node: str
@@ -207,11 +206,11 @@ class NcclResult:
     ended: str
 
 
-def parse_nccl(text: str) -> list[NcclResult]:
+def parse_nccl(text: str) -> list[NcclVerdict]:
     """The latest verdict with a bandwidth per node, from :data:`NCCL_ARGV` output: each job's
     comment is its ``nccl-verdict`` line (``result=pass gpu_type=h100 busbw=365.38
     threshold=350 ...``)."""
-    latest: dict[str, NcclResult] = {}
+    latest: dict[str, NcclVerdict] = {}
     for line in text.splitlines():
         ended, _, rest = line.partition("|")
         node, _, comment = rest.partition("|")
@@ -219,7 +218,7 @@ def parse_nccl(text: str) -> list[NcclResult]:
             continue
         try:
             fields = dict(word.split("=", 1) for word in shlex.split(comment)[1:] if "=" in word)
-            result = NcclResult(
+            result = NcclVerdict(
                 node.strip(),
                 fields.get("gpu_type", ""),
                 float(fields["busbw"]),
@@ -347,7 +346,7 @@ def scheduler_samples(stats: SchedulerStats) -> Iterator[Sample]:
         yield _sample("slurm_stack_slurmctld_threads", value, gauge=gauge)
 
 
-def nccl_samples(results: Iterable[NcclResult]) -> Iterator[Sample]:
+def nccl_samples(results: Iterable[NcclVerdict]) -> Iterator[Sample]:
     """NCCL series, one per node with a result."""
     for result in results:
         labels = {"node": result.node, "gpu_type": result.gpu_type}

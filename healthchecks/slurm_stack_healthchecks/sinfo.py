@@ -20,7 +20,8 @@ from .runner import CommandError, Runner
 
 SINFO_ARGV = ("sinfo", "--noheader", "--Node", "--all", "--format=%N|%T|%P|%f|%G")
 _FIELDS = 5
-_NO_VALUE = frozenset({"", "(null)", "n/a", "none"})
+# What sinfo prints for a field with no value.
+NO_VALUE = frozenset({"", "(null)", "n/a", "none"})
 # One Gres entry without its "(S:0-1)" / "(IDX:...)" suffix: name[:type]:count.
 _GRES_RE = re.compile(r"^(?P<name>[^:()]+)(?::(?P<type>[^:()]+))?:(?P<count>[^:()]+)(?:\(.*\))?$")
 
@@ -75,7 +76,7 @@ def parse_gpu_gres(gres: str) -> GpuGres:
     Raises :class:`ValueError` for a ``gpu`` entry whose count is not a number.
     """
     count, types = 0, []
-    if gres.strip().lower() in _NO_VALUE:
+    if gres.strip().lower() in NO_VALUE:
         return GpuGres(0, ())
     for entry in _split_top_level(gres):
         match = _GRES_RE.match(entry)
@@ -108,10 +109,10 @@ def parse_sinfo(text: str) -> list[NodeInfo]:
         is_default = partition.endswith("*")
         partition = partition.rstrip("*")
         known = partitions.setdefault(name, [])
-        if partition.lower() not in _NO_VALUE and partition not in known:
+        if partition.lower() not in NO_VALUE and partition not in known:
             known.insert(0 if is_default else len(known), partition)
         if name not in first:
-            feature_list = () if features.lower() in _NO_VALUE else tuple(features.split(","))
+            feature_list = () if features.lower() in NO_VALUE else tuple(features.split(","))
             first[name] = NodeInfo(name, state, (), is_default, feature_list, gres)
         elif is_default:
             first[name] = replace(first[name], default_partition=True)

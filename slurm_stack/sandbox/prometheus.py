@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from slurm_stack.sandbox.podman import Podman
+from slurm_stack.spec.models import IMAGE_REVISION
 
 Manifest = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,16 +142,12 @@ def prometheus_address(subnet: str) -> str:
 
 def image_tag() -> str:
     """The image's tag: a hash of its Containerfile and the base it builds on."""
-    from slurm_stack.spec.models import IMAGE_REVISION
-
     digest = hashlib.sha256(CONTAINERFILE.read_bytes() + IMAGE_REVISION.encode()).hexdigest()
     return f"localhost/slurm-stack/prometheus:{digest[:12]}"
 
 
 def ensure_image(podman: Podman) -> str:
     """Build the Prometheus image once per Containerfile; returns its tag."""
-    from slurm_stack.spec.models import IMAGE_REVISION
-
     tag = image_tag()
     if podman.run(["image", "exists", tag], check=False).returncode != 0:
         base = f"localhost/slurm-stack/base:{BASE_SLURM_VERSION}-{IMAGE_REVISION}"
