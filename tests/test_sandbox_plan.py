@@ -9,9 +9,10 @@ import pytest
 
 from slurm_stack.offline import ProgramRun, manifests
 from slurm_stack.sandbox.apply import fingerprint
-from slurm_stack.sandbox.plan import File, Plan, plan
+from slurm_stack.sandbox.plan import STARTS_AFTER, File, Plan, plan
 from slurm_stack.sandbox.podman import container_create_args, env_file_text
 from slurm_stack.sandbox.seccomp import write_runtime_default_profile
+from tests.helpers import kube
 
 STATE = "/var/lib/slurm-stack/sandbox/dev"
 
@@ -21,22 +22,40 @@ def dev_plan(dev_run: ProgramRun) -> Plan:
     return plan(manifests(dev_run.resources), STATE)
 
 
+WORKLOADS = ("apps/v1:StatefulSet", "apps/v1:Deployment", "batch/v1:Job")
+# Where the sandbox waits longer than the program's dependsOn makes Pulumi wait (plan.py).
+SANDBOX_ONLY_WAITS = {"worker": {"reconfigure"}}
+
+
+def test_pods_start_after_what_the_program_makes_them_depend_on(dev_run: ProgramRun) -> None:
+    """STARTS_AFTER is the program's dependsOn graph between workloads, read by component."""
+    component_of = {
+        r.urn: r.inputs["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+        for kind in WORKLOADS
+        for r in kube(dev_run, kind)
+    }
+    resources = {r.urn: r for r in dev_run.resources}
+    seen = set()
+    for urn, component in component_of.items():
+        waits = {component_of[d] for d in resources[urn].dependencies if d in component_of}
+        expected = set(STARTS_AFTER[component]) - SANDBOX_ONLY_WAITS.get(component, set())
+        # dev has accounting, so every edge of the table is in its graph.
+        assert waits == expected, component
+        seen.add(component)
+    assert seen == set(STARTS_AFTER)
+
+
 def test_pods_in_start_order(dev_plan: Plan) -> None:
-    order = [(pod.phase, pod.name, pod.job) for pod in dev_plan.pods]
-    names = [name for _, name, _ in order]
-    assert names[:3] == ["dev-mariadb-0", "dev-accounting-0", "dev-controller-0"]
-    # The metrics exporter, a Slurm client, once the controller runs.
-    assert names[3] == "dev-exporter-0" and not order[3][2]
-    # With the jail: the pool's update Job, which marks its nodes before the pods change.
-    assert names[4].startswith("dev-pool-update-") and order[4][2]
-    assert names[5].startswith("dev-populate-jail-") and order[5][2]
-    # The config push starts once the controller is updated, as Pulumi starts it: on
-    # Kubernetes it runs while the pools roll, so here before them.
-    assert names[6].startswith("dev-reconfigure-") and order[6][2]
-    assert order[3][0] == order[4][0] == order[5][0] == order[6][0]
-    assert names[7:10] == ["dev-cpu-0", "dev-cpu-1", "dev-login-0"]  # replicas: 2 workers
-    assert names[10].startswith("dev-users-") and order[10][2]  # with the nodes: needs the jail
-    assert order[10][0] == order[7][0] > order[6][0]
+    phase = {pod.name.rsplit("-", 1)[0]: pod.phase for pod in dev_plan.pods}
+    # The jail's copy needs nothing that runs: it starts with the database.
+    assert phase["dev-mariadb"] == phase["dev-populate-jail"] == 0
+    assert phase["dev-accounting"] == 1 and phase["dev-controller"] == 2
+    # The exporter, the pool's update Job and the config push once the controller runs; the
+    # login pod and the users Job once the jail is populated too.
+    for name in ("dev-exporter", "dev-pool-update", "dev-reconfigure", "dev-login", "dev-users"):
+        assert phase[name] == 3, name
+    assert phase["dev-cpu"] == 4  # last: after its pool's update Job and the config push
+    assert [pod.phase for pod in dev_plan.pods] == sorted(pod.phase for pod in dev_plan.pods)
     assert len({pod.ip for pod in dev_plan.pods}) == len(dev_plan.pods)
 
 
@@ -219,3 +238,14 @@ def test_the_runtime_default_profile_lacks_pivot_root_as_containerds_does(tmp_pa
     written = json.loads(write_runtime_default_profile(tmp_path / "out.json", source).read_text())
     assert written["syscalls"] == [{"names": ["mount"], "action": "SCMP_ACT_ALLOW"}]
     assert written["defaultAction"] == "SCMP_ACT_ERRNO"
+
+
+def test_a_pod_keeps_its_mac_address_with_its_ip(dev_plan: Plan) -> None:
+    from slurm_stack.sandbox.podman import mac_address, pod_create_args
+
+    worker = next(pod for pod in dev_plan.pods if pod.name == "dev-cpu-0")
+    args = pod_create_args(worker, "net", "dev", "f")
+    assert args[args.index("--mac-address") + 1] == mac_address(worker.ip)
+    assert mac_address("10.89.7.16") == "02:53:0a:59:07:10"  # locally administered, unicast
+    macs = {mac_address(pod.ip) for pod in dev_plan.pods}
+    assert len(macs) == len(dev_plan.pods)

@@ -15,13 +15,24 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
-from slurm_stack.sandbox.plan import PHASES, Container, File, Plan, Pod, Probe
+from slurm_stack.sandbox.claims import ensure_claim
+from slurm_stack.sandbox.plan import (
+    LAST_PHASE,
+    PHASES,
+    STARTS_AFTER,
+    Container,
+    File,
+    Plan,
+    Pod,
+    Probe,
+)
 from slurm_stack.sandbox.podman import (
     COMPONENT_LABEL,
     FINGERPRINT_LABEL,
@@ -43,6 +54,7 @@ from slurm_stack.sandbox.state import SandboxState
 Log = Callable[[str], None]
 INIT_TIMEOUT = 900  # populate-jail copies a whole root filesystem before workers may start
 PROBE_POLL = 0.2
+RESTART_CHECK_PERIOD = 1.0
 CRASH_LOOP_RESTARTS = 3  # Kubernetes would back off; the sandbox reports the logs instead
 
 
@@ -58,6 +70,20 @@ class ApplyReport:
     kept: tuple[str, ...]
     removed: tuple[str, ...]
     jobs_run: tuple[str, ...]
+
+
+@dataclasses.dataclass
+class _Outcome:
+    """What the component groups of one apply did (appended to from their threads)."""
+
+    created: list[str] = dataclasses.field(default_factory=list)
+    kept: list[str] = dataclasses.field(default_factory=list)
+    jobs: list[str] = dataclasses.field(default_factory=list)
+    stuck: list[str] = dataclasses.field(default_factory=list)
+
+
+class _NotStarted(Exception):
+    """A component group not started because a component it depends on failed."""
 
 
 MAX_TIMEOUT_SECONDS = 2**31 // 1000
@@ -236,6 +262,11 @@ class Applier:
         self.state = state
         self.podman = podman
         self.log = log
+        self._image_id_cache: dict[str, str] = {}
+        self._cleanups: list[threading.Thread] = []  # finished Jobs' pods being removed
+        self._states: dict[str, str] | None = None  # see _states_for
+        self._started_since_states = False
+        self._states_lock = threading.Lock()
 
     # -- pods ---------------------------------------------------------------------------------
 
@@ -250,6 +281,7 @@ class Applier:
     def remove_pod(self, pod_name: str, grace: int | None = None) -> None:
         """Stop a pod as the kubelet does: the main container's preStop hook, then SIGTERM and
         SIGKILL once the pod's termination grace period (hook included) is over."""
+        self._started_since_states = True
         grace = self._grace_of(pod_name) if grace is None else grace
         pre_stop = self._pre_stop_of(pod_name)
         started = time.monotonic()
@@ -291,7 +323,9 @@ class Applier:
                     return str(name)
         return None
 
-    def _start_container(self, pod: Pod, container: Container) -> str:
+    def _start_container(self, pod: Pod, container: Container, *, to_exit: bool = False) -> str:
+        """Start one of the pod's containers; with ``to_exit``, wait until it has exited
+        (in the same podman call) and raise unless it exited 0."""
         name = container_name(pod, container)
         env_file = _write_env(pod, container, self.state)
         restart = not pod.job and container.role != "init"
@@ -303,35 +337,38 @@ class Applier:
             restart=restart,
             runtime_default_seccomp=str(write_runtime_default_profile(self.state.seccomp_file)),
         )
-        self.podman.run(args)
-        self.podman.run(["start", name])
+        if to_exit:
+            result = self.podman.run(["run", *args[1:]], check=False, timeout=INIT_TIMEOUT)
+            if result.returncode != 0:
+                raise SandboxError(
+                    f"{pod.name}: container {container.name} exited {result.returncode}:\n"
+                    + (self.podman.logs(name) or result.stderr.strip())
+                )
+        else:
+            self.podman.run(["run", "--detach", *args[1:]])  # `create` and `start` in one call
         return name
-
-    def _wait_exit(self, pod: Pod, container: Container, name: str, timeout: float) -> None:
-        result = self.podman.run(["wait", name], check=False, timeout=timeout)
-        code = result.stdout.strip()
-        if result.returncode != 0 or code != "0":
-            raise SandboxError(
-                f"{pod.name}: container {container.name} exited {code or '?'}:\n"
-                + self.podman.logs(name)
-            )
 
     def _wait_ready(self, pod: Pod, container: Container, name: str) -> None:
         probe = container.probe
         if probe is None:
             return
         deadline = time.monotonic() + max(probe.period * probe.failures, 30)
+        next_restart_check = time.monotonic() + RESTART_CHECK_PERIOD
         while time.monotonic() < deadline:
             if self._probe_passes(pod, name, probe):
                 return
-            restarts = self.podman.run(
-                ["inspect", "--format", "{{.RestartCount}}", name], check=False
-            ).stdout.strip()
-            if restarts.isdigit() and int(restarts) >= CRASH_LOOP_RESTARTS:
-                raise SandboxError(
-                    f"{pod.name}: container {container.name} keeps exiting "
-                    f"({restarts} restarts):\n" + self.podman.logs(name)
-                )
+            # Each podman call costs a CPU's fraction of a second: asked less often than the
+            # probe, which decides how soon a ready pod is seen.
+            if time.monotonic() >= next_restart_check:
+                next_restart_check = time.monotonic() + RESTART_CHECK_PERIOD
+                restarts = self.podman.run(
+                    ["inspect", "--format", "{{.RestartCount}}", name], check=False
+                ).stdout.strip()
+                if restarts.isdigit() and int(restarts) >= CRASH_LOOP_RESTARTS:
+                    raise SandboxError(
+                        f"{pod.name}: container {container.name} keeps exiting "
+                        f"({restarts} restarts):\n" + self.podman.logs(name)
+                    )
             time.sleep(PROBE_POLL)
         raise SandboxError(
             f"{pod.name}: container {container.name} not ready after "
@@ -350,18 +387,16 @@ class Applier:
     def start_pod(self, plan: Plan, pod: Pod, print_fingerprint: str) -> None:
         """Create a pod and start its containers in Kubernetes order; wait until it is ready
         (a Job pod: until its containers have finished)."""
+        self._started_since_states = True
         _prepare_volumes(plan, pod, self.state)
         self.podman.run(
             pod_create_args(pod, network_name(self.sandbox), self.sandbox, print_fingerprint)
         )
         for container in pod.containers:
-            name = self._start_container(pod, container)
-            if container.role == "init":
-                self._wait_exit(pod, container, name, INIT_TIMEOUT)
-            elif container.role == "sidecar" or not pod.job:
+            runs_to_exit = container.role == "init" or (pod.job and container.role == "main")
+            name = self._start_container(pod, container, to_exit=runs_to_exit)
+            if not runs_to_exit:
                 self._wait_ready(pod, container, name)
-            else:
-                self._wait_exit(pod, container, name, INIT_TIMEOUT)
 
     # -- the whole plan -----------------------------------------------------------------------
 
@@ -371,10 +406,16 @@ class Applier:
             self.podman.run(
                 network_create_args(network_name(self.sandbox), plan.subnet, self.sandbox)
             )
+        sizes = dict(plan.claims)
         for directory in plan.directories:
-            if "/claims/" in directory:
+            if directory in sizes:
+                ensure_claim(Path(directory), sizes[directory])
+            elif "/claims/" in directory:
                 Path(directory).mkdir(parents=True, exist_ok=True)
         write_hosts(plan, self.state)
+        self._image_id_cache.clear()
+        self._cache_image_ids(plan)
+        self._states = None
 
         running = self.running_pods()
         planned = {pod.name for pod in plan.pods}
@@ -386,55 +427,99 @@ class Applier:
             self.remove_pod(name)
             removed.append(name)
 
-        created, kept, jobs = [], [], []
-        stuck: list[str] = []
-        for phase in sorted({pod.phase for pod in plan.pods}):
-            todo = []
-            rolls: dict[str, list[tuple[Pod, str]]] = {}
-            for pod in (p for p in plan.pods if p.phase == phase):
-                print_ = fingerprint(
-                    pod, fingerprinted_files(plan, pod, self.state), self._image_ids(pod)
+        groups: dict[str, list[Pod]] = {}
+        for pod in plan.pods:  # in phase order, so a group's dependencies are submitted first
+            groups.setdefault(pod.component, []).append(pod)
+        outcome = _Outcome()
+        try:
+            self._apply_groups(plan, groups, running, outcome)
+        finally:
+            for cleanup in self._cleanups:
+                cleanup.join()
+            self._cleanups.clear()
+        order = {pod.name: index for index, pod in enumerate(plan.pods)}
+        return ApplyReport(
+            *(
+                tuple(sorted(names, key=order.__getitem__))
+                for names in (outcome.created, outcome.kept)
+            ),
+            tuple(removed),
+            tuple(sorted(outcome.jobs, key=order.__getitem__)),
+        )
+
+    def _apply_groups(
+        self, plan: Plan, groups: dict[str, list[Pod]], running: dict[str, str], outcome: "_Outcome"
+    ) -> None:
+        """Each component's pods, once the components it depends on are ready; raises what
+        failed once every component that could go on has."""
+        futures: dict[str, Future[None]] = {}
+        with ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
+            for component, pods in groups.items():
+                waits = [
+                    futures[c] for c in STARTS_AFTER.get(component, tuple(groups)) if c in futures
+                ]
+                futures[component] = pool.submit(
+                    self._apply_group, plan, pods, running, waits, outcome
                 )
-                if pod.schedule is not None:
+        failed = [
+            str(error)
+            for error in (future.exception() for future in futures.values())
+            if error is not None and not isinstance(error, _NotStarted)
+        ]
+        if outcome.stuck or failed:
+            raise SandboxError("\n\n".join([*outcome.stuck, *failed]))
+
+    def _apply_group(
+        self,
+        plan: Plan,
+        pods: list[Pod],
+        running: dict[str, str],
+        waits: list["Future[None]"],
+        outcome: "_Outcome",
+    ) -> None:
+        """Once ``waits`` (the components these pods depend on) have succeeded, bring one
+        component's pods to the plan: keep, roll, replace or start each; run its Jobs."""
+        if any(wait.exception() is not None for wait in waits):
+            raise _NotStarted()
+        todo: list[tuple[Pod, str]] = []
+        rolls: dict[str, list[tuple[Pod, str]]] = {}
+        states = self._states_for(pods, running)
+        for pod in pods:
+            print_ = fingerprint(
+                pod, fingerprinted_files(plan, pod, self.state), self._image_ids(pod)
+            )
+            if pod.schedule is not None:
+                continue
+            if pod.job:
+                if self.state.job_done(pod.name).exists():
                     continue
-                if pod.job:
-                    if self.state.job_done(pod.name).exists():
-                        continue
-                    if pod.name in running:
-                        self.remove_pod(pod.name)
-                    todo.append((pod, print_))
-                    continue
-                action = update_action(pod, print_, running.get(pod.name), self._healthy)
-                if action == "keep":
-                    refresh_live_volumes(plan, pod, self.state)
-                    kept.append(pod.name)
-                elif action == "stuck":
-                    stuck.append(forced_rollback_message(pod))
-                    self.log(stuck[-1])
-                elif action == "roll":
-                    rolls.setdefault(pod.statefulset, []).append((pod, print_))
-                else:
-                    if pod.name in running:
-                        self.log(f"{pod.name}: changed; replacing it")
-                        # The running pod's own hook, as Kubernetes runs the old pod's.
-                        self.remove_pod(pod.name)
-                    todo.append((pod, print_))
-            rolled, failed = self._roll_and_start(plan, rolls, todo)
-            created.extend(rolled)
-            if failed:
-                raise SandboxError("\n\n".join([*stuck, *failed]))
-            for pod, _ in todo:
-                if pod.job:
-                    self.state.job_done(pod.name).parent.mkdir(parents=True, exist_ok=True)
-                    self.state.job_done(pod.name).touch()
-                    self._keep_job_logs(pod)
-                    self.podman.run(["pod", "rm", "--force", pod.name], check=False)
-                    jobs.append(pod.name)
-                else:
-                    created.append(pod.name)
-        if stuck:
-            raise SandboxError("\n\n".join(stuck))
-        return ApplyReport(tuple(created), tuple(kept), tuple(removed), tuple(jobs))
+                if pod.name in running:
+                    self.remove_pod(pod.name)
+                todo.append((pod, print_))
+                continue
+            action = update_action(
+                pod, print_, running.get(pod.name), lambda p: self._healthy(p, states)
+            )
+            if action == "keep":
+                refresh_live_volumes(plan, pod, self.state)
+                outcome.kept.append(pod.name)
+            elif action == "stuck":
+                outcome.stuck.append(forced_rollback_message(pod))
+                self.log(outcome.stuck[-1])
+            elif action == "roll":
+                rolls.setdefault(pod.statefulset, []).append((pod, print_))
+            else:
+                if pod.name in running:
+                    self.log(f"{pod.name}: changed; replacing it")
+                    # The running pod's own hook, as Kubernetes runs the old pod's.
+                    self.remove_pod(pod.name)
+                todo.append((pod, print_))
+        rolled, failed = self._roll_and_start(plan, rolls, todo)
+        outcome.created.extend(rolled)
+        if failed:
+            raise SandboxError("\n\n".join(failed))
+        for pod, _ in todo:
+            (outcome.jobs if pod.job else outcome.created).append(pod.name)
 
     def _roll_and_start(
         self, plan: Plan, rolls: dict[str, list[tuple[Pod, str]]], todo: list[tuple[Pod, str]]
@@ -507,28 +592,77 @@ class Applier:
         for pod, _ in todo:
             self.log(f"{pod.name}: starting ({pod.component}{', job' if pod.job else ''})")
         with ThreadPoolExecutor(max_workers=8) as pool:
-            futures = [pool.submit(self.start_pod, plan, pod, print_) for pod, print_ in todo]
+            futures = [pool.submit(self._run_pod, plan, pod, print_) for pod, print_ in todo]
             errors = [f.exception() for f in futures if f.exception() is not None]
         if errors:
             raise SandboxError("\n\n".join(str(e) for e in errors))
 
-    def _image_ids(self, pod: Pod) -> tuple[str, ...]:
-        images = sorted({c.image for c in pod.containers})
-        out = self.podman.run(["image", "inspect", "--format", "{{.Id}}", *images], check=False)
-        return tuple(out.stdout.split())
+    def _run_pod(self, plan: Plan, pod: Pod, print_: str) -> None:
+        """Start a pod; a Job's, once its containers have finished, is recorded as done, its
+        logs kept and the pod removed."""
+        self.start_pod(plan, pod, print_)
+        if pod.job:
+            self.state.job_done(pod.name).parent.mkdir(parents=True, exist_ok=True)
+            self.state.job_done(pod.name).touch()
+            # The Job is complete, so what waits for it may start; its pod goes meanwhile.
+            cleanup = threading.Thread(target=self._remove_finished_job, args=(pod,))
+            cleanup.start()
+            self._cleanups.append(cleanup)
 
-    def _healthy(self, pod: Pod) -> bool:
+    def _remove_finished_job(self, pod: Pod) -> None:
+        self._keep_job_logs(pod)
+        self.podman.run(["pod", "rm", "--force", pod.name], check=False)
+
+    def _image_ids(self, pod: Pod) -> tuple[str, ...]:
+        """The IDs of the pod's images that exist (each asked of podman once per apply)."""
+        ids = []
+        for image in sorted({c.image for c in pod.containers}):
+            if image not in self._image_id_cache:
+                out = self.podman.run(
+                    ["image", "inspect", "--format", "{{.Id}}", image], check=False
+                )
+                self._image_id_cache[image] = out.stdout.strip() if out.returncode == 0 else ""
+            ids.append(self._image_id_cache[image])
+        return tuple(i for i in ids if i)
+
+    def _cache_image_ids(self, plan: Plan) -> None:
+        """The ID of every image of the plan, in one podman call when they all exist (else
+        `_image_ids` asks for each)."""
+        images = sorted({c.image for pod in plan.pods for c in pod.containers})
+        out = self.podman.run(["image", "inspect", "--format", "{{.Id}}", *images], check=False)
+        ids = out.stdout.split()
+        if out.returncode == 0 and len(ids) == len(images):
+            self._image_id_cache.update(zip(images, ids, strict=True))
+
+    def _states_for(self, pods: list[Pod], running: dict[str, str]) -> dict[str, str]:
+        """Container states for judging ``pods``' health: taken once per apply, and again
+        for a component started after this apply has started or replaced pods."""
+        if not any(p.name in running for p in pods):
+            return {}
+        with self._states_lock:
+            if self._states is None or self._started_since_states:
+                self._started_since_states = False
+                self._states = self._container_states()
+            return self._states
+
+    def _container_states(self) -> dict[str, str]:
+        """The state of each container of this sandbox's pods (`running`, `exited`, ...), in
+        one podman call."""
+        pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
+        return {
+            str(c["Names"]): str(c["Status"])
+            for p in pods
+            for c in p.get("Containers") or []  # type: ignore[union-attr]
+        }
+
+    @staticmethod
+    def _healthy(pod: Pod, states: dict[str, str]) -> bool:
         """Every container of a long-running pod that should run is running."""
-        for container in pod.containers:
-            if container.role == "init":
-                continue
-            state = self.podman.run(
-                ["inspect", "--format", "{{.State.Status}}", container_name(pod, container)],
-                check=False,
-            ).stdout.strip()
-            if state != "running":
-                return False
-        return True
+        return all(
+            states.get(container_name(pod, container)) == "running"
+            for container in pod.containers
+            if container.role != "init"
+        )
 
     def _pre_stop_of(self, pod_name: str) -> tuple[str, ...]:
         """The preStop hook of a running pod's main container (from its labels)."""
@@ -547,7 +681,9 @@ class Applier:
         answers. Not ``graceful``: kill every pod at once (nothing is kept anyway)."""
         pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
         phase = {
-            str(p["Name"]): PHASES.get(str((p.get("Labels") or {}).get(COMPONENT_LABEL)), 4)  # type: ignore[union-attr]
+            str(p["Name"]): PHASES.get(
+                str((p.get("Labels") or {}).get(COMPONENT_LABEL)), LAST_PHASE
+            )  # type: ignore[union-attr]
             for p in pods
         }
         names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)

@@ -7,7 +7,13 @@ Everything Kubernetes does that podman does not is translated here, in one place
   (Kubernetes gives it a virtual IP that balances over all of them), and pods of headless
   Services also get `<pod>.<svc>.<ns>.svc`;
 - volumes become directories under the sandbox state directory: emptyDir per pod (a tmpfs of
-  its size limit for medium Memory), claims per claim name (claim templates per pod);
+  its size limit for medium Memory), claims per claim name (claim templates per pod); a claim
+  the stack renders is an ext4 filesystem of its requested size (capped at the host's free
+  space) in a sparse image, loop-mounted there (`claims.py`), as a block-backed volume is; what
+  stays different: an RWX claim is that one filesystem shared by the pods of one host (a real
+  one is NFS, CephFS and the like, with their own locking and caching), and a claim whose size
+  grows in the stack keeps the size it was created with (a real one expands where its storage
+  class allows);
 - ConfigMap and Secret volumes are laid out as the kubelet lays them out: the volume directory
   is an emptyDir and so mode 0777 (`defaultPerm` in kubernetes pkg/volume/emptydir), each file
   is a symlink through `..data` to a timestamped directory holding it with its mode (the
@@ -19,7 +25,9 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - env values from `secretKeyRef` are resolved from the rendered Secret (Kubernetes injects them);
 - native sidecars (init containers with restartPolicy Always) start first and keep running,
   other init containers run to completion before the main containers, as in a pod;
-- pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod);
+- pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod),
+  and so are their MAC addresses (`podman.mac_address`), as a re-created pod at a known address
+  with a new MAC would be unreachable until neighbour caches expire;
 - a Job runs once per name while the stack has it; one that leaves the stack and comes back
   runs again (Pulumi deletes the old Job object and creates it anew); what stays different:
   a finished Job's pod is removed at once (Kubernetes keeps it with the Job), its containers'
@@ -44,12 +52,11 @@ Everything Kubernetes does that podman does not is translated here, in one place
   1.36); and a rebuilt image under the same tag rolls pods in the sandbox (their
   fingerprint changes) but not on Kubernetes, so such a roll's stops take the `drain`
   settings (no update Job marked the nodes);
-- pods start in phases that follow the stack's dependencies (database, slurmdbd, controller;
-  then the jail, the pools' update Jobs, the config Job and the metrics exporter; then
-  workers, login and the users Job), where Pulumi starts each resource as soon as those it
-  depends on are ready; what stays different: Pulumi may run resources of one phase at the
-  same time as the next (the config Job while the pools roll), the sandbox runs each phase to
-  its end first;
+- pods start as Pulumi creates them, each component as soon as the components it depends on
+  are ready (`STARTS_AFTER`: database, slurmdbd, controller; the jail's copy from the start;
+  the pools' update Jobs, the config Job and the metrics exporter after the controller; login
+  and the users Job once the jail is populated too; workers last); what stays different: the
+  pools also wait for the config Job (Pulumi would run it while they roll);
 - the stack's outputs of the last `up` that succeeded are kept (`outputs.json`) and given
   back to the program as the engine gives them (`readStackOutputs`: its deployed
   slurmVersion); `sandbox down` does not run the program, as `pulumi destroy` does not;
@@ -95,21 +102,34 @@ from slurm_stack.spec.quantity import parse_quantity
 Manifest = dict[str, Any]
 Role = Literal["sidecar", "init", "main"]
 
-# Start order by component label: each waits for the ones before it to be ready.
-PHASES = {
-    "database": 0,
-    "accounting": 1,
-    "controller": 2,
-    "jail": 3,
-    "login": 4,
-    "worker": 4,
-    "users": 4,
-    "pool-update": 3,  # marks the pools' nodes before their pods take a new template
-    # Pulumi starts it once the controller is updated, so on Kubernetes it runs while the pools
-    # still roll (a version change: beside older slurmds); so here, before the pools' phase.
-    "reconfigure": 3,
-    "exporter": 3,  # Pulumi starts it once the controller is ready, as the reconfigure Job
+# What each component's pods wait for before they start: the resources the program makes
+# each depend on (components/cluster.py), whose readiness Pulumi awaits before it creates the
+# dependent; a component missing from the stack is not waited for.
+STARTS_AFTER: dict[str, tuple[str, ...]] = {
+    "database": (),
+    "accounting": ("database",),
+    "controller": ("accounting",),
+    "jail": (),  # only its claim and ServiceAccount: it copies while the services start
+    "pool-update": ("controller",),  # marks the pools' nodes before their pods take a template
+    "reconfigure": ("controller",),
+    "exporter": ("controller",),
+    "login": ("controller", "jail"),
+    "users": ("controller", "jail", "accounting"),
+    # Pulumi starts the reconfigure Job once the controller is updated, so on Kubernetes it
+    # runs while the pools still roll (a version change: beside older slurmds); here the pools
+    # wait for it, so that it meets every older slurmd, the case that must work.
+    "worker": ("controller", "jail", "pool-update", "reconfigure"),
 }
+
+
+def _depth(component: str) -> int:
+    return 1 + max((_depth(c) for c in STARTS_AFTER[component]), default=-1)
+
+
+# Start order by component label (a component starts after those of lower phase it needs);
+# `sandbox down` stops pods in the reverse order.
+PHASES = {component: _depth(component) for component in STARTS_AFTER}
+LAST_PHASE = max(PHASES.values()) + 1  # a component the sandbox does not know starts last
 
 # Upstream images no registry serves here, and the local build that stands in for each.
 LOCAL_IMAGES = {re.compile(r"^(docker\.io/(library/)?)?mariadb[:@]"): "mariadb"}
@@ -212,6 +232,8 @@ class Plan:
     files: tuple[File, ...] = field(default=())
     directories: tuple[str, ...] = field(default=())
     empty_dirs: tuple[str, ...] = field(default=())
+    # Each claim directory whose claim the stack renders, with the storage it requests.
+    claims: tuple[tuple[str, int], ...] = field(default=())
 
 
 def _statefulset_of(workload: Manifest, statefulsets: Mapping[str, Manifest]) -> dict[str, Any]:
@@ -269,6 +291,11 @@ def plan(
     files: list[File] = []
     directories: set[str] = set()
     empty_dirs: set[str] = set()
+    requested = {
+        m["metadata"]["name"]: _requested_storage(m)
+        for m in by_kind.get("PersistentVolumeClaim", [])
+    }
+    claim_sizes: dict[str, int] = {}
     pods = []
     for name, workload, job in templates:
         template = workload["spec"]["template"]
@@ -290,6 +317,8 @@ def plan(
             read_only_volumes,
             projected_dirs,
             immutable,
+            claim_sizes,
+            requested,
         )
         pod_spec = template["spec"]
         containers = _containers(
@@ -300,7 +329,7 @@ def plan(
                 name,
                 ips[name],
                 component,
-                PHASES.get(component, 4),
+                PHASES.get(component, LAST_PHASE),
                 job,
                 containers,
                 fs_group=pod_spec.get("securityContext", {}).get("fsGroup"),
@@ -322,6 +351,7 @@ def plan(
         tuple(files),
         tuple(sorted(directories)),
         tuple(sorted(empty_dirs)),
+        tuple(sorted(claim_sizes.items())),
     )
 
 
@@ -410,6 +440,11 @@ def _gpu_count(container: Manifest) -> int:
     return int(limits.get(GPU_RESOURCE, 0))
 
 
+def _requested_storage(claim: Manifest) -> int:
+    """The bytes a claim (or claim template) requests."""
+    return int(parse_quantity(claim["spec"]["resources"]["requests"]["storage"]))
+
+
 def _secret_data(secret: Manifest) -> dict[str, bytes]:
     data = {k: base64.b64decode(v) for k, v in secret.get("data", {}).items()}
     data.update({k: v.encode() for k, v in secret.get("stringData", {}).items()})
@@ -438,6 +473,8 @@ def _volumes(
     read_only_volumes: set[str],
     projected_dirs: dict[str, bool],
     immutable: set[tuple[str, str]],
+    claim_sizes: dict[str, int],
+    requested: Mapping[str, int],
 ) -> dict[str, str]:
     """Host path of each pod volume, recording the files and directories to create."""
     paths: dict[str, str] = {}
@@ -450,7 +487,10 @@ def _volumes(
                 size = volume["emptyDir"].get("sizeLimit")
                 memory_dirs[paths[name]] = int(parse_quantity(size)) if size else 0
         elif "persistentVolumeClaim" in volume:
-            paths[name] = f"{state_dir}/claims/{volume['persistentVolumeClaim']['claimName']}"
+            claim = volume["persistentVolumeClaim"]["claimName"]
+            paths[name] = f"{state_dir}/claims/{claim}"
+            if claim in requested:
+                claim_sizes[paths[name]] = requested[claim]
             if volume["persistentVolumeClaim"].get("readOnly"):
                 read_only_volumes.add(paths[name])
         elif "hostPath" in volume:
@@ -475,8 +515,10 @@ def _volumes(
             raise ValueError(f"{pod}: volume {name} has a type the sandbox does not translate")
         directories.add(paths[name])
     for claim in workload["spec"].get("volumeClaimTemplates", []):
-        paths[claim["metadata"]["name"]] = f"{state_dir}/claims/{claim['metadata']['name']}-{pod}"
-        directories.add(paths[claim["metadata"]["name"]])
+        path = f"{state_dir}/claims/{claim['metadata']['name']}-{pod}"
+        paths[claim["metadata"]["name"]] = path
+        directories.add(path)
+        claim_sizes[path] = _requested_storage(claim)
     return paths
 
 

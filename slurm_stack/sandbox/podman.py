@@ -40,6 +40,14 @@ def network_create_args(network: str, subnet: str, sandbox: str) -> list[str]:
     ]
 
 
+def mac_address(ip: str) -> str:
+    """The fixed, locally administered MAC address of the pod at ``ip``: a pod that comes back
+    at its address also comes back at its MAC, so the host's and the other pods' neighbour
+    caches stay right. (With a new MAC each time, connections to a re-created pod hang for
+    several seconds until the stale neighbour entry is probed again.)"""
+    return "02:53:" + ":".join(f"{int(octet):02x}" for octet in ip.split("."))
+
+
 def pod_create_args(pod: Pod, network: str, sandbox: str, fingerprint: str) -> list[str]:
     """A pod with the plan's fixed address; /etc/hosts comes from the sandbox's hosts file."""
     return [
@@ -53,6 +61,8 @@ def pod_create_args(pod: Pod, network: str, sandbox: str, fingerprint: str) -> l
         network,
         "--ip",
         pod.ip,
+        "--mac-address",
+        mac_address(pod.ip),
         "--no-hosts",
         "--label",
         f"{SANDBOX_LABEL}={sandbox}",
