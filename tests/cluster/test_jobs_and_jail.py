@@ -279,3 +279,20 @@ def test_the_embedded_database_runs_with_the_settings_slurm_needs(cluster: Clust
     assert out.stdout.split() == ["0", "900", str(1024 * mib), str(256 * mib), str(16 * mib)]
     slurmdbd = cluster.sandbox.node_container(cluster.sandbox.pod_of("accounting"))
     assert "innodb_snapshot_isolation" not in cluster.sandbox.podman.logs(slurmdbd, tail=500)
+
+
+def test_finished_steps_leave_no_zombie_processes_on_the_node(cluster: Cluster) -> None:
+    """Each step's slurmstepd ends as an orphan of the pod's first process; unreaped, every
+    step would leave a zombie until the pod's process limit stops every fork."""
+    cluster.ok(cluster.login("for i in 1 2 3 4 5; do srun -w itest-cpu-1 true; done"))
+    zombies = "ps -eo stat=,pid=,comm= | awk '$1 ~ /^Z/'"
+    wait_for(
+        "the finished steps' processes reaped on itest-cpu-1",
+        lambda: cluster.ok(cluster.node("itest-cpu-1", zombies)).strip() == "",
+        timeout=30,
+    )
+    # Sessions' leftovers on the login node too.
+    cluster.ok(cluster.login("sh -c 'sleep 0.2 &'; sleep 1"))
+    pod = cluster.sandbox.pod_of("login")
+    left = cluster.sandbox.exec(pod, ["sh", "-c", zombies])
+    assert left.stdout.strip() == "", left.stdout
