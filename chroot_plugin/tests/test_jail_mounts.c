@@ -88,9 +88,12 @@ static void config(struct jail_config *cfg)
 	snprintf(cfg->binds[2].target, PATH_MAX, "/usr/bin/srun");
 	path(cfg->binds[3].source, "node-srun");
 	snprintf(cfg->binds[3].target, PATH_MAX, "/usr/bin/sbatch");
-	for (int i = 2; i < 4; i++)
+	/* client=: the jail's scontrol is the node's file as a package installed both. */
+	path(cfg->binds[4].source, "node-scontrol");
+	snprintf(cfg->binds[4].target, PATH_MAX, "/usr/bin/scontrol");
+	for (int i = 2; i < 5; i++)
 		cfg->binds[i].read_only = cfg->binds[i].if_present = 1;
-	cfg->n_binds = 4;
+	cfg->n_binds = 5;
 }
 
 /* Run `body` in a child process; its exit status counts its own failed checks. */
@@ -148,6 +151,9 @@ static void enters_the_jail(void)
 	CHECK(contains("/usr/bin/srun", "node-srun"));
 	CHECK(mount_flags("/usr/bin/srun", ST_RDONLY | ST_NOSUID | ST_NODEV));
 	CHECK(access("/usr/bin/sbatch", F_OK) != 0 && errno == ENOENT);
+	/* The jail's copy where it is the node's file: no mount (the jail's own, writable fs). */
+	CHECK(contains("/usr/bin/scontrol", "same-scontrol"));
+	CHECK(!mount_flags("/usr/bin/scontrol", ST_RDONLY));
 	/* Kernel tunables stay read-only; writing back nothing, the open itself must fail. */
 	fd = open("/proc/sys/kernel/core_pattern", O_WRONLY);
 	CHECK(fd < 0 && errno == EROFS);
@@ -328,7 +334,18 @@ int main(int argc, char **argv)
 	make_dir("jail/usr", 0755);
 	make_dir("jail/usr/bin", 0755);
 	write_file("jail/usr/bin/srun", "jail-srun\n");
-	write_file("node-srun", "node-srun\n");
+	write_file("node-srun", "node-srun, not the jail's\n");
+	write_file("jail/usr/bin/scontrol", "same-scontrol\n");
+	write_file("node-scontrol", "same-scontrol\n");
+	{
+		struct timespec stamp[2] = {{.tv_sec = 1700000000, .tv_nsec = 5},
+					    {.tv_sec = 1700000000, .tv_nsec = 5}};
+
+		path(p, "jail/usr/bin/scontrol");
+		utimensat(AT_FDCWD, p, stamp, 0);
+		path(p, "node-scontrol");
+		utimensat(AT_FDCWD, p, stamp, 0);
+	}
 
 	in_child(enters_the_jail);
 	path(p, "job-tmp/42/job-file");
