@@ -340,12 +340,24 @@ class Applier:
         if to_exit:
             result = self.podman.run(["run", *args[1:]], check=False, timeout=INIT_TIMEOUT)
             if result.returncode != 0:
+                # No container when podman could not create it (an image that does not exist):
+                # then podman's own message says why.
+                created = self.podman.exists("container", name)
                 raise SandboxError(
-                    f"{pod.name}: container {container.name} exited {result.returncode}:\n"
-                    + (self.podman.logs(name) or result.stderr.strip())
+                    f"{pod.name}: container {container.name} "
+                    + (
+                        f"exited {result.returncode}:\n{self.podman.logs(name)}"
+                        if created
+                        else f"not created:\n{result.stderr.strip()}"
+                    )
                 )
         else:
-            self.podman.run(["run", "--detach", *args[1:]])  # `create` and `start` in one call
+            try:
+                self.podman.run(["run", "--detach", *args[1:]])  # create and start, one call
+            except PodmanError as error:
+                raise SandboxError(
+                    f"{pod.name}: container {container.name} not started:\n{error}"
+                ) from error
         return name
 
     def _wait_ready(self, pod: Pod, container: Container, name: str) -> None:
