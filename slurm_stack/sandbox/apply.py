@@ -245,6 +245,23 @@ def _ordinal_order(pod_name: str) -> tuple[str, int]:
     return (workload, int(ordinal)) if ordinal.isdigit() else (pod_name, -1)
 
 
+def make_sub_path(volume: Path, sub_path: str) -> None:
+    """Create the missing directories of a ``subPath`` as the kubelet does: owned by root,
+    each with the mode of the volume's root (makeMounts in pkg/kubelet/kubelet_pods.go takes
+    the volume path's mode and hands it to SafeMakeDir); a symlink on the way is refused,
+    not followed."""
+    mode = volume.stat().st_mode & 0o7777
+    current = volume
+    for part in sub_path.split("/"):
+        current = current / part
+        if current.is_symlink():
+            raise ValueError(f"subPath {sub_path} of {volume}: {current} is a symlink")
+        if not current.exists():
+            current.mkdir()
+            os.chown(current, 0, 0)
+            current.chmod(mode)
+
+
 def _write_env(pod: Pod, container: Container, state: SandboxState) -> str:
     path = state.env_file(container_name(pod, container))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -328,6 +345,9 @@ class Applier:
         (in the same podman call) and raise unless it exited 0."""
         name = container_name(pod, container)
         env_file = _write_env(pod, container, self.state)
+        for mount in container.mounts:
+            if mount.sub_path:
+                make_sub_path(Path(mount.source), mount.sub_path)
         restart = not pod.job and container.role != "init"
         args = container_create_args(
             pod,

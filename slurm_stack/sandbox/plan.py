@@ -54,7 +54,7 @@ Everything Kubernetes does that podman does not is translated here, in one place
   settings (no update Job marked the nodes);
 - pods start as Pulumi creates them, each component as soon as the components it depends on
   are ready (`STARTS_AFTER`: database, slurmdbd, controller; the jail's copy from the start;
-  the pools' update Jobs, the config Job and the metrics exporter after the controller; login
+  the pools' update Jobs and the config Job after the controller; login, the metrics exporter
   and the users Job once the jail is populated too; workers last); what stays different: the
   pools also wait for the config Job (Pulumi would run it while they roll);
 - the stack's outputs of the last `up` that succeeded are kept (`outputs.json`) and given
@@ -78,6 +78,8 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - AppArmor is not exercised: this host's kernel has no AppArmor, so `Unconfined` and the
   runtime's default profile (which denies mount(2)) behave alike here;
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
+- a `subPath` mount binds that directory of the volume, created when missing as the kubelet
+  creates it (owned by root, with the mode of the volume's root);
 - images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
 - a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library
   file (no GPU here; the NVIDIA device plugin and runtime would inject the real ones), and the
@@ -112,7 +114,7 @@ STARTS_AFTER: dict[str, tuple[str, ...]] = {
     "jail": (),  # only its claim and ServiceAccount: it copies while the services start
     "pool-update": ("controller",),  # marks the pools' nodes before their pods take a template
     "reconfigure": ("controller",),
-    "exporter": ("controller",),
+    "exporter": ("controller", "jail"),  # it mounts the health checks' results in the jail
     "login": ("controller", "jail"),
     "users": ("controller", "jail", "accounting"),
     # Pulumi starts the reconfigure Job once the controller is updated, so on Kubernetes it
@@ -159,6 +161,14 @@ class Mount:
     source: str
     target: str
     read_only: bool = False
+    sub_path: str = ""
+    """A directory below ``source`` to mount instead of ``source`` (the manifest's
+    ``subPath``); created at the container's start when missing, as the kubelet does."""
+
+    @property
+    def host_path(self) -> str:
+        """What is bound into the container."""
+        return f"{self.source}/{self.sub_path}" if self.sub_path else self.source
 
 
 @dataclass(frozen=True)
@@ -522,6 +532,14 @@ def _volumes(
     return paths
 
 
+def checked_sub_path(pod: str, sub_path: str) -> str:
+    """A relative path that stays below its volume, as the API server's validation wants."""
+    parts = [part for part in sub_path.split("/") if part]
+    if sub_path.startswith("/") or ".." in parts:
+        raise ValueError(f"{pod}: subPath {sub_path!r} must be relative and stay in its volume")
+    return "/".join(parts)
+
+
 def _env(container: Manifest, secrets: dict[str, dict[str, bytes]]) -> tuple[tuple[str, str], ...]:
     values = []
     for entry in container.get("env", []):
@@ -551,7 +569,12 @@ def _containers(
     for role, container in entries:
         context = container.get("securityContext", {})
         mounts = [
-            Mount(volumes[m["name"]], m["mountPath"], bool(m.get("readOnly")))
+            Mount(
+                volumes[m["name"]],
+                m["mountPath"],
+                bool(m.get("readOnly")),
+                checked_sub_path(pod, m.get("subPath", "")),
+            )
             for m in container.get("volumeMounts", [])
         ]
         env = _env(container, secrets)

@@ -130,7 +130,7 @@ def container_create_args(
     else:
         raise ValueError(f"{container.name}: the sandbox cannot apply seccomp {container.seccomp}")
     for mount in container.mounts:
-        spec = f"type=bind,src={mount.source},dst={mount.target}"
+        spec = f"type=bind,src={mount.host_path},dst={mount.target}"
         args += ["--mount", spec + (",ro=true" if mount.read_only else "")]
     for source, target in container.devices:
         args += [
