@@ -75,3 +75,8 @@ MARIADB_UID = 999
 ENTRYPOINT = f"{PROJECT_LIB_DIR}/entrypoint"
 POPULATE_JAIL = f"{PROJECT_LIB_DIR}/populate-jail"
 JAIL_MARKER = ".slurm-stack-populated"
+# Each node's latest quick-check results, in the jail (so every node can write its own and
+# the exporter read them all) and readable there by users too.
+HEALTHCHECK_RESULTS_IN_JAIL = "var/lib/slurm-stack/healthchecks"
+# Where the exporter mounts only that directory of the jail.
+HEALTHCHECK_RESULTS_MOUNT = "/var/lib/slurm-stack/healthchecks"

@@ -16,6 +16,7 @@ from slurm_stack.k8s.metrics import (
     prometheus_rule,
     service_monitors,
 )
+from slurm_stack.k8s.workers import healthcheck_config
 from slurm_stack.offline import manifests
 from slurm_stack.sandbox.plan import plan
 from slurm_stack.sandbox.prometheus import (
@@ -51,6 +52,37 @@ def test_the_exporter_is_a_slurm_client_serving_on_its_named_port() -> None:
     assert pod["restartPolicy"] == "Always" and pod["automountServiceAccountToken"] is False
     service = metrics_service(spec)
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 9341, "targetPort": "metrics"}]
+
+
+def test_the_exporter_reads_only_the_nodes_health_check_results_of_the_jail() -> None:
+    spec = _metrics_spec()
+    pod = exporter_deployment(spec, "itest-slurm-config-x")["spec"]["template"]["spec"]
+    [exporter] = pod["containers"]
+    [jail_mount] = [m for m in exporter["volumeMounts"] if m["name"] == "jail"]
+    assert jail_mount == {
+        "name": "jail",
+        "mountPath": "/var/lib/slurm-stack/healthchecks",
+        "subPath": "var/lib/slurm-stack/healthchecks",
+        "readOnly": True,
+    }
+    [jail] = [v for v in pod["volumes"] if v["name"] == "jail"]
+    assert jail["persistentVolumeClaim"] == {"claimName": "itest-jail", "readOnly": True}
+    env = {e["name"]: e["value"] for e in exporter["env"]}
+    assert env["EXPORTER_HEALTHCHECK_RESULTS"] == "/var/lib/slurm-stack/healthchecks"
+    # Each node writes its results where the exporter's subPath points, in the jail.
+    for pool in spec.worker_pools:
+        config = json.loads(healthcheck_config(spec, pool))
+        assert config["results_dir"] == "/mnt/jail/var/lib/slurm-stack/healthchecks"
+
+    raw = yaml.safe_load(METRICS_STACK.read_text())["config"]["slurm-stack:cluster"]
+    raw["healthChecks"]["quick"] = {"enabled": False}
+    raw["healthChecks"]["dcgm"] = {"quick": False}
+    quiet = load_spec(raw)
+    pod = exporter_deployment(quiet, "itest-slurm-config-x")["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"] if v["name"] == "jail"] == []
+    titles = [p["title"] for p in dashboard(quiet)["panels"]]
+    assert "Nodes failing each quick check" not in titles
+    assert "Nodes failing each quick check" in [p["title"] for p in dashboard(spec)["panels"]]
 
 
 def test_service_monitors_only_with_the_operator_and_slurmctlds_only_with_its_endpoint() -> None:

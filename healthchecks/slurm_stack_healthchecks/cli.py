@@ -58,6 +58,7 @@ from .nccl import (
 )
 from .nccl_submit import nccl_submit
 from .result import CheckResult
+from .results_file import ResultsFileError, write_results
 from .runner import Runner, run_command
 from .slurm_node import NodeError, NodeNotRegistered, drain_node, get_node_state, resume_node
 
@@ -150,8 +151,24 @@ def run_quick(
     decision, error = _decide_and_apply(
         context.runner, node, wanted, Owner.QUICK, config.command_timeout_seconds, dry_run
     )
-    print(_quick_line(node, results, wanted, decision, dry_run, error, started), file=log)
+    results_error = None
+    if config.results_dir and not dry_run:
+        results_error = _write_results(Path(config.results_dir), node, results, started)
+    fields = _quick_fields(node, results, wanted, decision, dry_run, error, started)
+    print(format_line("healthcheck", [*fields, ("results_error", results_error)]), file=log)
+    # The node's health decides the exit status; a results file that cannot be written is
+    # the exporter's loss, reported in the log line.
     return 0 if wanted is None and error is None else 1
+
+
+def _write_results(
+    directory: Path, node: str, results: list[CheckResult], started: float
+) -> str | None:
+    try:
+        write_results(directory, node, results, time.time(), time.monotonic() - started)
+    except (ResultsFileError, OSError) as exc:
+        return str(exc)
+    return None
 
 
 def _decide_and_apply(
@@ -177,7 +194,7 @@ def _decide_and_apply(
     return decision, None
 
 
-def _quick_line(
+def _quick_fields(
     node: str,
     results: list[CheckResult],
     wanted: str | None,
@@ -185,22 +202,19 @@ def _quick_line(
     dry_run: bool,
     error: str | None,
     started: float,
-) -> str:
+) -> list[tuple[str, object | None]]:
     checks = ",".join(f"{r.name}:{'ok' if r.ok else 'fail'}" for r in results)
-    return format_line(
-        "healthcheck",
-        [
-            ("node", node),
-            ("result", "pass" if wanted is None else "fail"),
-            ("action", decision.action.value),
-            ("dry_run", "yes" if dry_run else None),
-            ("reason", wanted),
-            ("why", decision.why),
-            ("error", error),
-            ("checks", checks or "none"),
-            ("took", f"{time.monotonic() - started:.2f}s"),
-        ],
-    )
+    return [
+        ("node", node),
+        ("result", "pass" if wanted is None else "fail"),
+        ("action", decision.action.value),
+        ("dry_run", "yes" if dry_run else None),
+        ("reason", wanted),
+        ("why", decision.why),
+        ("error", error),
+        ("checks", checks or "none"),
+        ("took", f"{time.monotonic() - started:.2f}s"),
+    ]
 
 
 def nccl_verdict(args: argparse.Namespace, runner: Runner, out: TextIO) -> int:

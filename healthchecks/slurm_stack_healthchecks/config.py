@@ -17,8 +17,12 @@ Default path ``/run/slurm/healthcheck.json`` (``--config`` overrides it). One JS
       "dcgm_timeout_seconds": 30,          # number > 0 (dcgm)
       "xid_source": "kmsg",                # "kmsg" (read /dev/kmsg) or "dmesg" (run `dmesg`)
       "xid_window_seconds": 3600,          # number > 0, or null = since boot (gpu_xid)
-      "fatal_xids": [48, 62, 63, ...]      # ints; replaces the default set of xid.FATAL_XIDS
+      "fatal_xids": [48, 62, 63, ...],     # ints; replaces the default set of xid.FATAL_XIDS
+      "results_dir": "/mnt/jail/var/lib/slurm-stack/healthchecks"  # absolute path or null
     }
+
+With ``results_dir``, each run also writes the node's results there for the exporter (see
+:mod:`.results_file`); without it (or null) nothing is written.
 
 ``"dcgm": true`` enables the ``dcgm`` check without listing it in ``checks``. Check names are
 validated against the registry by :func:`load_config`'s ``known_checks``.
@@ -59,6 +63,7 @@ class Config:
     xid_source: str = "kmsg"
     xid_window_seconds: float | None = 3600.0
     fatal_xids: frozenset[int] = FATAL_XIDS
+    results_dir: str | None = None
 
     @property
     def enabled_checks(self) -> tuple[str, ...]:
@@ -106,6 +111,7 @@ def parse_config(raw: Any, known_checks: Collection[str]) -> Config:
         "xid_source": v.choice("xid_source", ("kmsg", "dmesg")),
         "xid_window_seconds": v.number("xid_window_seconds", positive=True, nullable=True),
         "fatal_xids": v.xids("fatal_xids"),
+        "results_dir": v.path("results_dir", nullable=True),
     }
     for key in sorted(set(raw) - set(values)):
         v.errors.append(f"{key}: unknown key")
@@ -213,10 +219,12 @@ class _Validator:
             self._bad(key, "one of " + ", ".join(json.dumps(o) for o in options))
         return value
 
-    def path(self, key: str) -> str | None:
+    def path(self, key: str, *, nullable: bool = False) -> str | None:
         value = self.raw.get(key)
+        if value is None and nullable:
+            return None
         if key in self.raw and not (isinstance(value, str) and value.startswith("/")):
-            self._bad(key, "an absolute path")
+            self._bad(key, "an absolute path" + (" or null" if nullable else ""))
         return value
 
     def paths(self, key: str) -> tuple[str, ...] | None:

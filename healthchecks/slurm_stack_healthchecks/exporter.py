@@ -12,7 +12,9 @@ Configured by environment variables: ``EXPORTER_POOLS`` (comma-separated pool na
 pool is the first of its features that names one), ``EXPORTER_PARTITIONS`` (comma-separated:
 each gets its ``pending`` and ``running`` job series, 0 when empty), ``EXPORTER_ACCOUNTING``
 (``1``: ask slurmdbd too, for ``slurm_stack_slurmdbd_up`` and the NCCL results),
-``EXPORTER_PORT`` (default 9341).
+``EXPORTER_HEALTHCHECK_RESULTS`` (the directory where each node's quick checks leave their
+latest results, see :mod:`.results_file`; unset: no per-check series), ``EXPORTER_PORT``
+(default 9341).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from .drain import NCCL_PREFIX, PREFIX
+from .results_file import NodeResults, ResultsFileError, read_results
 from .runner import Runner
 from .sinfo import NO_VALUE, SinfoError, parse_gpu_gres, query
 
@@ -283,6 +287,22 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Threshold the node's latest NCCL benchmark was judged by",
         ("node", "gpu_type"),
     ),
+    "slurm_stack_healthcheck_passed": (
+        "1 when the check passed in the node's latest quick-check run, 0 when it failed",
+        ("node", "pool", "check"),
+    ),
+    "slurm_stack_healthcheck_duration_seconds": (
+        "How long the check took in the node's latest quick-check run",
+        ("node", "pool", "check"),
+    ),
+    "slurm_stack_healthcheck_last_run_timestamp_seconds": (
+        "When the node's latest quick-check run finished (Unix time)",
+        ("node", "pool"),
+    ),
+    "slurm_stack_healthcheck_run_seconds": (
+        "How long the node's latest quick-check run took, deciding and draining included",
+        ("node", "pool"),
+    ),
     "slurm_stack_exporter_errors": ("Queries that failed in this scrape", ("query",)),
     "slurm_stack_exporter_scrape_seconds": ("Time this scrape's queries took", ()),
 }
@@ -318,6 +338,38 @@ def node_samples(nodes: Iterable[Node], pools: Sequence[str]) -> Iterator[Sample
                 owner=node.drain_owner,
                 reason=node.reason,
             )
+
+
+def healthcheck_samples(results: Iterable[tuple[Node, NodeResults]]) -> Iterator[Sample]:
+    """Per-check series of each node's latest quick-check run."""
+    for node, latest in results:
+        where = {"node": node.name, "pool": node.pool}
+        finished = latest.finished
+        yield _sample("slurm_stack_healthcheck_last_run_timestamp_seconds", finished, **where)
+        yield _sample("slurm_stack_healthcheck_run_seconds", latest.seconds, **where)
+        for check in latest.checks:
+            yield _sample("slurm_stack_healthcheck_passed", check.ok, **where, check=check.name)
+            yield _sample(
+                "slurm_stack_healthcheck_duration_seconds", check.seconds, **where, check=check.name
+            )
+
+
+def read_node_results(
+    directory: Path, nodes: Iterable[Node]
+) -> tuple[list[tuple[Node, NodeResults]], int]:
+    """The latest results of each of ``nodes`` that has a file, and how many files were
+    refused. Files of nodes Slurm no longer lists are not read."""
+    found: list[tuple[Node, NodeResults]] = []
+    refused = 0
+    for node in nodes:
+        try:
+            latest = read_results(directory, node.name)
+        except ResultsFileError:
+            refused += 1
+            continue
+        if latest is not None:
+            found.append((node, latest))
+    return found, refused
 
 
 def job_samples(text: str, partitions: Sequence[str] = ()) -> Iterator[Sample]:
@@ -362,6 +414,7 @@ class ExporterConfig:
     partitions: tuple[str, ...] = ()
     accounting: bool = False
     port: int = DEFAULT_PORT
+    healthcheck_results: Path | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ExporterConfig:
@@ -373,11 +426,15 @@ class ExporterConfig:
         port = int(environ.get("EXPORTER_PORT", "") or DEFAULT_PORT)
         if not 1 <= port <= 65535:
             raise ValueError(f"EXPORTER_PORT must be a port number, got {port}")
+        results = environ.get("EXPORTER_HEALTHCHECK_RESULTS", "")
+        if results and not results.startswith("/"):
+            raise ValueError(f"EXPORTER_HEALTHCHECK_RESULTS must be an absolute path: {results}")
         return cls(
             names("EXPORTER_POOLS"),
             names("EXPORTER_PARTITIONS"),
             environ.get("EXPORTER_ACCOUNTING", "") == "1",
             port,
+            Path(results) if results else None,
         )
 
 
@@ -401,9 +458,15 @@ def collect_samples(
     samples.append(_sample("slurm_stack_slurmctld_up", nodes_text is not None))
     if nodes_text is not None:
         try:
-            samples.extend(node_samples(parse_nodes(nodes_text, config.pools), config.pools))
+            nodes = parse_nodes(nodes_text, config.pools)
         except SinfoError:
             errors["sinfo"] += 1
+        else:
+            samples.extend(node_samples(nodes, config.pools))
+            if config.healthcheck_results is not None:
+                found, refused = read_node_results(config.healthcheck_results, nodes)
+                samples.extend(healthcheck_samples(found))
+                errors["healthcheck_results"] += refused
     if (jobs_text := ask("squeue", JOBS_ARGV)) is not None:
         samples.extend(job_samples(jobs_text, config.partitions))
     if (sdiag_text := ask("sdiag", SDIAG_ARGV)) is not None:
@@ -413,7 +476,10 @@ def collect_samples(
         samples.append(_sample("slurm_stack_slurmdbd_up", ping is not None and " is UP" in ping))
         if (nccl_text := ask("sacct", NCCL_ARGV)) is not None:
             samples.extend(nccl_samples(parse_nccl(nccl_text)))
-    for name in ("sinfo", "squeue", "sdiag", *(("sacctmgr", "sacct") if config.accounting else ())):
+    queries = ["sinfo", "squeue", "sdiag"]
+    queries += ["sacctmgr", "sacct"] if config.accounting else []
+    queries += ["healthcheck_results"] if config.healthcheck_results is not None else []
+    for name in queries:
         samples.append(_sample("slurm_stack_exporter_errors", errors[name], query=name))
     samples.append(_sample("slurm_stack_exporter_scrape_seconds", time.monotonic() - started))
     return samples

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -34,7 +36,7 @@ def names() -> frozenset[str]:
 
 
 def run_checks(ctx: Context, enabled: Iterable[str]) -> list[CheckResult]:
-    """Run the ``enabled`` checks in order.
+    """Run the ``enabled`` checks in order; each result carries how long its check took.
 
     A check that raises is a failure of that check (``"<name> error <Type>"``): a health check
     must report, not crash, and a broken check is not evidence that the node is healthy.
@@ -42,11 +44,12 @@ def run_checks(ctx: Context, enabled: Iterable[str]) -> list[CheckResult]:
     _load_builtin_checks()
     results = []
     for name in enabled:
+        started = time.monotonic()
         try:
             result = _REGISTRY[name](ctx)
         except Exception as exc:
             result = CheckResult.failed(name, f"error {type(exc).__name__}")
-        results.append(result)
+        results.append(dataclasses.replace(result, seconds=time.monotonic() - started))
     return results
 
 

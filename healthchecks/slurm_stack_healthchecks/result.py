@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -11,11 +11,14 @@ class CheckResult:
 
     ``detail`` is a few words without the check name (``"7/8"``, ``"timeout after 5s"``);
     ``text`` joins both and is what goes into drain reasons and logs (``"gpu_count 7/8"``).
+    ``seconds`` is how long the check took, set by the loop that runs it; it is not part of
+    the outcome, so two results compare equal whatever their durations.
     """
 
     name: str
     ok: bool
     detail: str = ""
+    seconds: float = field(default=0.0, compare=False)
 
     @property
     def text(self) -> str:

@@ -22,6 +22,7 @@ from slurm_stack.k8s.common import config_map
 from slurm_stack.k8s.disruption import services_disruption_budget
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.jobs import pool_update_job, reconfigure_job
+from slurm_stack.k8s.metrics import reads_healthcheck_results
 from slurm_stack.k8s.workers import pool_statefulset, pool_template_hash
 from slurm_stack.package.args import SlurmClusterArgs
 from slurm_stack.package.convert import spec_and_secrets
@@ -161,8 +162,14 @@ class SlurmCluster(pulumi.ComponentResource):
         if spec.nccl_enabled:
             HealthChecks(f"{name}-health", spec, config_name, [controller.statefulset], opts=here)
         if spec.metrics.enabled:
+            # The exporter mounts the populated jail's health-check results directory.
+            exporter_after = [jail.populated] if reads_healthcheck_results(spec) else []
             Metrics(
-                f"{name}-metrics", spec, config_name, [controller.statefulset, *guard], opts=here
+                f"{name}-metrics",
+                spec,
+                config_name,
+                [controller.statefulset, *exporter_after, *guard],
+                opts=here,
             )
 
         user = spec.login.users[0].name if spec.login.users else "root"

@@ -3,7 +3,9 @@ ServiceMonitors and PrometheusRule, and a Grafana dashboard ConfigMap (docs/metr
 
 import json
 
+from slurm_stack import paths
 from slurm_stack.k8s.common import Manifest, env, metadata, resources, selector_labels
+from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.k8s.jobs import client_pod
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.versions import at_least
@@ -39,6 +41,11 @@ def slurmctld_metrics_enabled(spec: ClusterSpec) -> bool:
     return spec.controller.metrics.enabled and at_least(spec.slurm_version, "25.11")
 
 
+def reads_healthcheck_results(spec: ClusterSpec) -> bool:
+    """Whether the nodes' quick checks leave results for the exporter to serve."""
+    return spec.health_checks.quick.enabled
+
+
 def exporter_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
     """One exporter pod: a Slurm client as the SlurmUser, serving /metrics."""
     settings = env(
@@ -47,8 +54,22 @@ def exporter_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
         EXPORTER_POOLS=",".join(pool.name for pool in spec.worker_pools),
         EXPORTER_PORT=str(EXPORTER_PORT),
     )
+    if reads_healthcheck_results(spec):
+        settings += env(EXPORTER_HEALTHCHECK_RESULTS=paths.HEALTHCHECK_RESULTS_MOUNT)
     pod = client_pod(spec, config_map, "exporter", settings, restart_policy="Always")
     [exporter] = pod["containers"]
+    if reads_healthcheck_results(spec):
+        # Only the results directory of the jail, read-only: the exporter has no business
+        # with the rest of it (users' files among them).
+        pod["volumes"].append(jail_volume(spec, read_only=True))
+        exporter["volumeMounts"].append(
+            {
+                "name": "jail",
+                "mountPath": paths.HEALTHCHECK_RESULTS_MOUNT,
+                "subPath": paths.HEALTHCHECK_RESULTS_IN_JAIL,
+                "readOnly": True,
+            }
+        )
     exporter["ports"] = [{"name": PORT_NAME, "containerPort": EXPORTER_PORT}]
     exporter["resources"] = resources(spec.metrics.resources)
     # A scrape runs Slurm's commands; readiness only asks that the server listens.
@@ -255,6 +276,22 @@ def dashboard_panels(spec: ClusterSpec) -> list[tuple[str, str, list[str]]]:
         ("slurmctld up", "short", [f"slurm_stack_slurmctld_up{own}"]),
         ("Exporter scrape time", "s", [f"slurm_stack_exporter_scrape_seconds{own}"]),
     ]
+    if reads_healthcheck_results(spec):
+        panels += [
+            (
+                "Nodes failing each quick check",
+                "short",
+                [
+                    f"count by (check) (slurm_stack_healthcheck_passed{own} == 0) or "
+                    f"0 * count by (check) (slurm_stack_healthcheck_passed{own})"
+                ],
+            ),
+            (
+                "Slowest node's time per quick check",
+                "s",
+                [f"max by (check) (slurm_stack_healthcheck_duration_seconds{own})"],
+            ),
+        ]
     if spec.accounting.enabled:
         panels.append(("slurmdbd up", "short", [f"slurm_stack_slurmdbd_up{own}"]))
         if spec.nccl_enabled:

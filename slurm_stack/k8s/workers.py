@@ -140,6 +140,11 @@ def healthcheck_config(spec: ClusterSpec, pool: WorkerPool) -> str:
             if spec.health_checks.dcgm.quick and pool.gpus
             else {}
         ),
+        **(
+            {"results_dir": f"{paths.JAIL_DIR}/{paths.HEALTHCHECK_RESULTS_IN_JAIL}"}
+            if spec.metrics.enabled
+            else {}
+        ),
     }
     return json.dumps(config, sort_keys=True)
 

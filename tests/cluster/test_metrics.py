@@ -104,6 +104,69 @@ def test_a_drain_by_the_benchmark_is_a_metric_and_fires_its_alerts(
         metrics.ok(metrics.ctl(f"scontrol update NodeName={GPU_NODE} State=RESUME"))
 
 
+def test_each_nodes_quick_checks_are_series_and_a_failed_check_shows(
+    metrics: Cluster, prometheus: SandboxPrometheus
+) -> None:
+    """Every node's quick checks reach Prometheus with their result and duration, through
+    the results each node leaves in the jail; a failing GPU count shows as that check's 0."""
+    passed = "slurm_stack_healthcheck_passed"
+
+    def checks_by_node() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for series in prometheus.query(passed):
+            found.setdefault(series["metric"]["node"], set()).add(series["metric"]["check"])
+        return found
+
+    cpu_checks = {"jail", "munge", "disk"}
+    expected = {
+        "itest-cpu-0": cpu_checks,
+        "itest-cpu-1": cpu_checks,
+        GPU_NODE: cpu_checks | {"gpu_driver", "gpu_count", "gpu_ecc", "gpu_xid"},
+        "itest-gpu-1": cpu_checks | {"gpu_driver", "gpu_count", "gpu_ecc", "gpu_xid"},
+    }
+    wait_for("every node's checks scraped", lambda: checks_by_node() == expected, timeout=90)
+    durations = prometheus.query(f'slurm_stack_healthcheck_duration_seconds{{node="{GPU_NODE}"}}')
+    assert len(durations) == len(expected[GPU_NODE])
+    assert all(0 <= float(d["value"][1]) < 10 for d in durations), durations
+    last_run = _value(
+        prometheus,
+        f'time() - slurm_stack_healthcheck_last_run_timestamp_seconds{{node="{GPU_NODE}"}}',
+    )
+    assert last_run is not None and last_run < 120, last_run
+
+    # Users see the results in the jail and cannot change them.
+    results = metrics.ok(metrics.login(f"cat /var/lib/slurm-stack/healthchecks/{GPU_NODE}.json"))
+    assert json.loads(results)["node"] == GPU_NODE
+    planted = metrics.login("touch /var/lib/slurm-stack/healthchecks/itest-cpu-0.json")
+    assert planted.returncode != 0 and "Permission denied" in planted.stderr
+    # The exporter sees that directory of the jail and nothing else of it.
+    exporter = metrics.sandbox.pod_of("exporter")
+    seen = metrics.sandbox.exec(
+        exporter, ["sh", "-c", "ls /mnt/jail; ls /var/lib/slurm-stack/healthchecks"]
+    )
+    assert "No such file" in seen.stderr and f"{GPU_NODE}.json" in seen.stdout, seen
+
+    answers = metrics.sandbox.state.root / "fake-gpu" / GPU_NODE
+    (answers / "gpus.out").write_text("")
+    (answers / "gpus.rc").write_text("6\n")
+    (answers / "gpus.err").write_text("No devices were found\n")
+    failing = f'{passed}{{node="{GPU_NODE}",check="gpu_count"}}'
+    try:
+        wait_for(
+            "the failed GPU count scraped", lambda: _value(prometheus, failing) == 0, timeout=90
+        )
+        assert _value(prometheus, f'{passed}{{node="itest-gpu-1",check="gpu_count"}}') == 1
+    finally:
+        for file in list(answers.iterdir()):
+            file.unlink()
+    wait_for("the GPU count passing again", lambda: _value(prometheus, failing) == 1, timeout=90)
+    wait_for(
+        f"{GPU_NODE} resumed by its checks",
+        lambda: metrics.node_states().get(GPU_NODE) == "idle",
+        timeout=60,
+    )
+
+
 def test_every_dashboard_query_returns_data(
     metrics: Cluster, prometheus: SandboxPrometheus
 ) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from slurm_stack_healthchecks.cli import main, run_quick
 from slurm_stack_healthchecks.context import Context
+from slurm_stack_healthchecks.results_file import read_results
 
 from tests.healthchecks.hc_helpers import (
     FIXTURES,
@@ -529,6 +530,52 @@ def test_run_quick_in_process_with_a_scripted_runner(tmp_path: Path) -> None:
         "healthcheck node=n1 result=pass action=none why=healthy checks=disk:ok took="
     )
     assert runner.argvs() == [("scontrol", "--oneliner", "show", "node", "n1")]
+
+
+def test_each_run_leaves_the_nodes_results_for_the_exporter(tmp_path: Path) -> None:
+    runner = FakeRunner(
+        {
+            ("scontrol", "--oneliner"): done((FIXTURES / "scontrol-node-idle.txt").read_text()),
+            ("scontrol", "update"): done(),
+        }
+    )
+    results_dir = tmp_path / "results"
+    config = make_config(
+        checks=["disk"],
+        disk_paths=[str(tmp_path)],
+        min_free_disk_percent=0,
+        results_dir=str(results_dir),
+    )
+    before = time.time()
+    rc = run_quick(Path("/unused"), "n1", False, _Log(), context=Context(config, runner=runner))
+    assert rc == 0
+    latest = read_results(results_dir, "n1")
+    assert latest is not None and before <= latest.finished <= time.time()
+    [disk] = latest.checks
+    assert disk.name == "disk" and disk.ok and 0 < disk.seconds <= latest.seconds
+
+    # A directory others could write is refused and named in the log line; the node's
+    # health alone decides the exit status.
+    results_dir.chmod(0o777)
+    log = _Log()
+    rc = run_quick(Path("/unused"), "n1", False, log, context=Context(config, runner=runner))
+    assert rc == 0
+    assert re.search(r'results_error=".*writable by group or others"', log.text), log.text
+    assert read_results(results_dir, "n1") == latest  # the old file is left as it was
+
+
+def test_a_dry_run_leaves_no_results(tmp_path: Path) -> None:
+    runner = FakeRunner(
+        {("scontrol", "--oneliner"): done((FIXTURES / "scontrol-node-idle.txt").read_text())}
+    )
+    config = make_config(
+        checks=["disk"],
+        disk_paths=[str(tmp_path)],
+        min_free_disk_percent=0,
+        results_dir=str(tmp_path / "results"),
+    )
+    run_quick(Path("/unused"), "n1", True, _Log(), context=Context(config, runner=runner))
+    assert not (tmp_path / "results").exists()
 
 
 class _Log:

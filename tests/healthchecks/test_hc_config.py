@@ -58,6 +58,13 @@ def test_dcgm_true_adds_the_dcgm_check_once() -> None:
     assert parse_config({"checks": ["dcgm"], "dcgm": True}, names).enabled_checks == ("dcgm",)
 
 
+def test_results_dir_is_a_path_or_null() -> None:
+    names = registry.names()
+    assert parse_config({"checks": []}, names).results_dir is None
+    assert parse_config({"checks": [], "results_dir": None}, names).results_dir is None
+    assert parse_config({"checks": [], "results_dir": "/r"}, names).results_dir == "/r"
+
+
 def test_null_window_means_since_boot_and_xids_can_be_replaced() -> None:
     config = parse_config(
         {"checks": ["gpu_xid"], "xid_window_seconds": None, "fatal_xids": [79]}, registry.names()
@@ -82,6 +89,7 @@ def test_null_window_means_since_boot_and_xids_can_be_replaced() -> None:
         ({"checks": [], "disk_paths": ["tmp"]}, "disk_paths: must be a non-empty list of absol"),
         ({"checks": [], "disk_paths": []}, "disk_paths: must be a non-empty list"),
         ({"checks": [], "jail_marker": "jail/.marker"}, "jail_marker: must be an absolute path"),
+        ({"checks": [], "results_dir": "results"}, "results_dir: must be an absolute path or null"),
         ({"checks": [], "dcgm": "yes"}, 'dcgm: must be true or false, got "yes"'),
         ({"checks": [], "xid_source": "journal"}, 'xid_source: must be one of "kmsg", "dmesg"'),
         ({"checks": [], "fatal_xids": [79, "48"]}, "fatal_xids: must be a list of positive"),

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,6 +25,8 @@ from slurm_stack_healthchecks.exporter import (
     parse_sdiag,
     state_class,
 )
+from slurm_stack_healthchecks.result import CheckResult
+from slurm_stack_healthchecks.results_file import write_results
 
 from tests.healthchecks.hc_helpers import HEALTHCHECKS_DIR, FakeRunner, done, fixture
 
@@ -166,6 +169,33 @@ def test_without_accounting_slurmdbd_is_not_asked() -> None:
     samples = collect_samples(runner, ExporterConfig(("cpu",), ()))
     assert {argv[0] for argv in runner.argvs()} == {"sinfo", "squeue", "sdiag"}
     assert "slurm_stack_slurmdbd_up" not in {s.name for s in samples}
+
+
+def test_each_nodes_latest_quick_checks_are_series(tmp_path: Path) -> None:
+    checks = [CheckResult("munge", True, "", 0.01), CheckResult("gpu_count", False, "0/2", 0.3)]
+    write_results(tmp_path, "itest-gpu-0", checks, finished=1764150000.0, seconds=0.5)
+    write_results(tmp_path, "itest-cpu-0", checks[:1], finished=1764150001.0, seconds=0.1)
+    write_results(tmp_path, "itest-gone-9", checks, finished=1.0, seconds=0.1)  # not in sinfo
+    (tmp_path / "itest-cpu-1.json").symlink_to(tmp_path / "itest-gpu-0.json")  # planted
+    config = ExporterConfig(("cpu", "gpu"), ("main",), healthcheck_results=tmp_path)
+    series = _series(_recorded(), config)
+    gpu = (("node", "itest-gpu-0"), ("pool", "gpu"))
+    assert series[("slurm_stack_healthcheck_passed", ("check", "gpu_count"), *gpu)] == 0
+    assert series[("slurm_stack_healthcheck_passed", ("check", "munge"), *gpu)] == 1
+    assert series[("slurm_stack_healthcheck_duration_seconds", ("check", "gpu_count"), *gpu)] == 0.3
+    assert series[("slurm_stack_healthcheck_last_run_timestamp_seconds", *gpu)] == 1764150000.0
+    assert series[("slurm_stack_healthcheck_run_seconds", *gpu)] == 0.5
+    cpu = (("node", "itest-cpu-0"), ("pool", "cpu"))
+    assert series[("slurm_stack_healthcheck_passed", ("check", "munge"), *cpu)] == 1
+    nodes = {dict(key[1:]).get("node") for key in series if key[0].startswith("slurm_stack_hea")}
+    assert nodes == {"itest-gpu-0", "itest-cpu-0"}  # no file for gpu-1, none read for gone-9
+    assert series[("slurm_stack_exporter_errors", ("query", "healthcheck_results"))] == 1
+
+
+def test_without_a_results_directory_there_are_no_per_check_series() -> None:
+    series = _series(_recorded())
+    assert not [key for key in series if key[0].startswith("slurm_stack_healthcheck")]
+    assert ("slurm_stack_exporter_errors", ("query", "healthcheck_results")) not in series
 
 
 def _free_port() -> int:
