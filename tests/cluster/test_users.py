@@ -102,6 +102,31 @@ def test_jobs_run_as_their_user_under_the_declared_account(
     assert accounting.strip() == "alice|users|COMPLETED"  # the cluster's default account
 
 
+def test_a_shell_on_a_running_jobs_node_for_its_user_only(
+    users: Cluster, keys: dict[str, Path]
+) -> None:
+    """`srun --overlap --jobid=<id> --pty bash` from the login node (docs/users.md): the
+    job's user gets a terminal on the job's node, inside the job (its private /tmp); another
+    user is refused."""
+    # --exclusive: the job holds every CPU of its node, and the shell still gets in.
+    submit = "sbatch --parsable --exclusive --wrap 'echo inside > /tmp/mark; sleep 300'"
+    job = users.ok_as("alice", keys["alice"], submit).strip()
+    try:
+        wait_for("alice's job running", lambda: users.job_state(job) == "RUNNING", timeout=60)
+        node = users.ok(users.ctl(f"squeue -h -j {job} -o %N")).strip()
+        argv = users.sandbox.ssh_command("alice", tty=True, identity=keys["alice"])
+        step = f"srun --overlap --jobid={job} --pty bash -c 'tty; hostname; cat /tmp/mark'"
+        shell = subprocess.run([*argv, step], capture_output=True, text=True, timeout=60)
+        lines = [line.strip() for line in shell.stdout.splitlines() if line.strip()]
+        assert shell.returncode == 0, shell
+        assert lines[0].startswith("/dev/pts/") and lines[1:3] == [node, "inside"], lines
+        other = users.login_as("bob", keys["bob"], f"srun --overlap --jobid={job} true")
+        assert other.returncode != 0
+        assert "Access/permission denied" in other.stderr, other.stderr
+    finally:
+        users.ctl(f"scancel {job}")
+
+
 def test_keys_are_served_from_a_volume_sshd_would_refuse_as_a_directory(
     users: Cluster, keys: dict[str, Path]
 ) -> None:
