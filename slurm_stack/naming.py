@@ -91,6 +91,11 @@ def accounting_host(cluster: str, namespace: str) -> str:
     return service_host(accounting_name(cluster), namespace)
 
 
+def site_files_config_map_name(cluster: str) -> str:
+    """The ConfigMap of the site's files for its scripts (updated in place, never renamed)."""
+    return f"{cluster}-site-files"
+
+
 def users_config_map_name(cluster: str) -> str:
     """The ConfigMap of declared users and their keys (updated in place, never renamed)."""
     return f"{cluster}-users"

@@ -75,6 +75,11 @@ MARIADB_UID = 999
 ENTRYPOINT = f"{PROJECT_LIB_DIR}/entrypoint"
 POPULATE_JAIL = f"{PROJECT_LIB_DIR}/populate-jail"
 JAIL_MARKER = ".slurm-stack-populated"
+# The site's PrologSlurmctld/EpilogSlurmctld scripts in the controller pod: a path that does
+# not change with the config hash, since slurm.conf names them absolutely.
+SLURMCTLD_SCRIPTS_DIR = "/etc/slurm-stack/slurmctld-scripts"
+# The site's read-only files for its scripts, in worker and controller pods.
+SITE_FILES_DIR = "/etc/slurm-stack/site-files"
 # Each node's latest quick-check results, in the jail (so every node can write its own and
 # the exporter read them all) and readable there by users too.
 HEALTHCHECK_RESULTS_IN_JAIL = "var/lib/slurm-stack/healthchecks"

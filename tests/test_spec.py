@@ -2040,7 +2040,7 @@ INVALID = [
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
         "directory, healthChecks, images, jail, labels, login, metrics, name, namespace, "
-        "networkPolicy, partitions, slurmVersion, workerPools",
+        "networkPolicy, partitions, siteScripts, slurmVersion, workerPools",
         id="unknown-top-level-key",
     ),
     bad(

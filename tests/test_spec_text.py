@@ -121,6 +121,17 @@ def full_config() -> dict[str, Any]:
     cluster["metrics"] = {
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
     }
+    cluster["siteScripts"] = {
+        "prolog": [{"name": "mark", "content": "#!/bin/sh\n\ttrue\n"}],
+        "epilog": [{"name": "unmark", "content": "#!/bin/sh\ntrue\n"}],
+        "prologSlurmctld": [{"name": "log", "content": "#!/bin/sh\ntrue\n"}],
+        "epilogSlurmctld": [{"name": "log", "content": "#!/bin/sh\ntrue\n"}],
+        "taskProlog": {"name": "env", "content": "#!/bin/sh\ntrue\n"},
+        "taskEpilog": {"name": "env", "content": "#!/bin/sh\ntrue\n"},
+        "files": [{"name": "site.json", "content": '{"a": 1}'}],
+        "jobSubmitLua": "function slurm_job_submit(j, p, u)\n\treturn slurm.SUCCESS\nend\n",
+        "cliFilterLua": "function slurm_cli_pre_submit(options, offset)\n\treturn 0\nend\n",
+    }
     return cluster
 
 
@@ -221,6 +232,7 @@ BAD = {
     "trailing-space": lambda s: s + " ",
 }
 LEAVES = string_leaves(full_config())
+SCRIPTS = ("content", "jobSubmitLua", "cliFilterLua")  # the siteScripts fields
 
 
 @pytest.mark.parametrize("variant", BAD)
@@ -232,6 +244,8 @@ def test_every_string_value_refuses_control_characters_and_surrounding_space(var
         value = at(config, path)
         if path[-1] == "caCertificate" and variant == "newline":
             continue  # a certificate is made of lines
+        if path[-1] in SCRIPTS and variant in ("newline", "tab", "leading-space", "trailing-space"):
+            continue  # a script is made of lines, indented as its author likes
         put(config, path, spoil(value))
         with pytest.raises(SpecError) as raised:
             load(config)

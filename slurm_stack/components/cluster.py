@@ -23,6 +23,7 @@ from slurm_stack.k8s.disruption import services_disruption_budget
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.k8s.jobs import pool_update_job, reconfigure_job
 from slurm_stack.k8s.metrics import reads_healthcheck_results
+from slurm_stack.k8s.site_files import site_files_config_map
 from slurm_stack.k8s.workers import pool_statefulset, pool_template_hash
 from slurm_stack.package.args import SlurmClusterArgs
 from slurm_stack.package.convert import spec_and_secrets
@@ -86,6 +87,12 @@ class SlurmCluster(pulumi.ComponentResource):
         if spec.network_policy.enabled:
             guard.append(NetworkPolicies(f"{name}-network", spec, opts=here))
         before_controller: list[pulumi.Resource] = [config, *secrets.secrets, *guard]
+        if (site_files := site_files_config_map(spec)) is not None:
+            # Updated in place (never renamed): pods read the changed files without restarting.
+            # The pools come after the controller, so after it too.
+            before_controller.append(
+                register(ConfigMap, f"{name}-site-files", site_files, child_options(self))
+            )
         slurm_ready: list[pulumi.Resource] = []
         if spec.accounting.enabled:
             accounting = Accounting(

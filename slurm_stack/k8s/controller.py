@@ -25,6 +25,8 @@ from slurm_stack.k8s.common import (
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
 from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume
+from slurm_stack.k8s.site_files import site_files_mounts, site_files_volumes
+from slurm_stack.render.site_scripts import slurmctld_script_files
 from slurm_stack.spec.models import ClusterSpec
 
 COMPONENT = "controller"
@@ -46,12 +48,30 @@ def controller_service(spec: ClusterSpec) -> Manifest:
     return cluster_ip_service(spec, name, COMPONENT, "slurmctld", paths.SLURMCTLD_PORT)
 
 
+def site_scripts_mounts(scripts: list[str]) -> list[Manifest]:
+    """The site's PrologSlurmctld/EpilogSlurmctld scripts, where slurm.conf names them."""
+    if not scripts:
+        return []
+    return [
+        {"name": "slurmctld-scripts", "mountPath": paths.SLURMCTLD_SCRIPTS_DIR, "readOnly": True}
+    ]
+
+
+def site_scripts_volumes(config_map: str, scripts: list[str]) -> list[Manifest]:
+    """Those scripts of the config ConfigMap, executable: slurmctld runs them itself."""
+    if not scripts:
+        return []
+    items = [{"key": name, "path": name, "mode": 0o755} for name in scripts]
+    return [{"name": "slurmctld-scripts", "configMap": {"name": config_map, "items": items}}]
+
+
 def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
     """slurmctld as the SlurmUser with no capabilities; rolls when the config (its hash,
     ``config_hash``, names the ConfigMap) changes."""
     name = naming.controller_name(spec.name)
     config_map = naming.config_map_name(spec.name, config_hash)
     config_dir = paths.controller_config_dir(config_hash)
+    scripts = sorted(slurmctld_script_files(spec))
     slurmctld = container(
         spec,
         "slurmctld",
@@ -67,6 +87,8 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
             {"name": "jail", "mountPath": paths.JAIL_DIR, "readOnly": True},
             *auth_mounts(spec, sack_dir="/run/slurmctld"),
             *sss_pipes_mounts(spec),  # directory users' names for accounting and limits
+            *site_scripts_mounts(scripts),
+            *site_files_mounts(spec),
         ],
         resources=resources(spec.controller.resources),
         securityContext=non_root(paths.SLURM_UID),
@@ -102,6 +124,8 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
                     "containers": [slurmctld],
                     "volumes": [
                         {"name": "slurm-config", "configMap": {"name": config_map}},
+                        *site_scripts_volumes(config_map, scripts),
+                        *site_files_volumes(spec),
                         {
                             "name": "state",
                             "persistentVolumeClaim": {"claimName": state_claim_name(spec)},

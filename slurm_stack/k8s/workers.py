@@ -36,6 +36,7 @@ from slurm_stack.k8s.jail import (
     submount_volume,
     wait_for_jail,
 )
+from slurm_stack.k8s.site_files import site_files_mounts, site_files_volumes
 from slurm_stack.render import node_conf
 from slurm_stack.spec.models import (
     WAIT_POLICY_GRACE_SECONDS,
@@ -221,6 +222,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             *auth_mounts(spec, root=True),
             *sss_pipes_mounts(spec),
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
+            *site_files_mounts(spec),
         ],
         resources=_pool_resources(pool),
         securityContext=_security_context(spec, pool),
@@ -271,6 +273,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                     *auth_volumes(spec),
                     *sssd_volumes(spec),
                     *(volume for s in submounts if (volume := submount_volume(s))),
+                    *site_files_volumes(spec),
                 ],
             },
         },

@@ -916,6 +916,85 @@ class ClusterMetrics(TypedDict, total=False):
     """Requests and limits of the exporter container."""
 
 
+class SiteScript(TypedDict, total=False):
+    """One script of the site's, shipped with the cluster's Slurm configuration."""
+
+    name: Required[str]
+    (
+        "Names the file (with its hook: `prolog-<name>`); unique within its hook; lower-case "
+        "letters, digits, '-' and '_'."
+    )
+    content: Required[str]
+    (
+        "The script, starting with '#!' and its interpreter (`#!/bin/sh`, `#!/bin/bash`, "
+        "`#!/usr/bin/python3`: what the image it runs in has)."
+    )
+
+
+class SiteFile(TypedDict, total=False):
+    """A read-only file for the site's scripts: in the worker and controller pods at
+    `/etc/slurm-stack/site-files/<name>`."""
+
+    name: Required[str]
+    """The file's name; letters, digits, '.', '-' and '_'."""
+    content: Required[str]
+    """Its text."""
+
+
+class SiteScripts(TypedDict, total=False):
+    """The site's own Prolog and Epilog scripts and Lua plugins (docs/site-scripts.md). A change
+    rolls out as a slurm.conf change does: no worker restarts."""
+
+    prolog: NotRequired[list[SiteScript]]
+    (
+        "Prolog scripts: each node of a job runs them in this order, as root in its worker pod "
+        "(not in the jail), before the job's first step there. One that fails stops the rest, "
+        "drains the node ('Prolog error') and requeues the job held."
+    )
+    epilog: NotRequired[list[SiteScript]]
+    (
+        "Epilog scripts: each node of a job runs them in this order, as root in its worker pod, "
+        "when the job ends, after slurm-stack's own Epilog (which removes the job's /tmp and "
+        "leftover processes). One that fails stops the rest and drains the node ('Epilog error')."
+    )
+    prolog_slurmctld: NotRequired[list[SiteScript]]
+    (
+        "PrologSlurmctld scripts: slurmctld runs them in this order in the controller pod, as the "
+        "SlurmUser, when it allocates a job."
+    )
+    epilog_slurmctld: NotRequired[list[SiteScript]]
+    (
+        "EpilogSlurmctld scripts: slurmctld runs them in this order in the controller pod, as the "
+        "SlurmUser, when a job ends."
+    )
+    files: NotRequired[list[SiteFile]]
+    (
+        "Read-only files the Prolog, Epilog and slurmctld scripts read, at "
+        "`/etc/slurm-stack/site-files/<name>` in the worker and controller pods (not in the jail). "
+        "A change reaches running pods in place, as the kubelet refreshes a ConfigMap volume "
+        "(within about a minute); adding the first file or removing the last one changes the pods' "
+        "templates, so the workers are replaced as their update policy says."
+    )
+    task_prolog: NotRequired[SiteScript]
+    (
+        "TaskProlog: run as the job's user before each task, in the jail; a line it prints as "
+        "`export NAME=value` sets that variable in the task's environment. Slurm 25.11 or newer "
+        "(configless slurmctld sends it to the nodes from 25.11)."
+    )
+    task_epilog: NotRequired[SiteScript]
+    """TaskEpilog: run as the job's user after each task ends, in the jail. Slurm 25.11 or newer."""
+    job_submit_lua: NotRequired[str]
+    (
+        "job_submit.lua for JobSubmitPlugins=lua: slurmctld calls it on every submission and "
+        "update; its error message reaches the user at sbatch. Checked as Lua 5.1."
+    )
+    cli_filter_lua: NotRequired[str]
+    (
+        "cli_filter.lua for CliFilterPlugins=lua: the client commands (sbatch, srun, salloc) on "
+        "the login nodes run it before they send a request. Checked as Lua 5.1."
+    )
+
+
 class SlurmClusterArgs(TypedDict, total=False):
     """Arguments of a SlurmCluster: the cluster spec, as under `slurm-stack:cluster` in stack
     config, and the passwords (secrets)."""
@@ -974,6 +1053,8 @@ class SlurmClusterArgs(TypedDict, total=False):
     """The NetworkPolicies that limit connections to and from the cluster's pods."""
     metrics: NotRequired[ClusterMetrics]
     """The metrics exporter, ServiceMonitors, alerts and dashboard."""
+    site_scripts: NotRequired[SiteScripts]
+    """The site's Prolog/Epilog scripts and job_submit/cli_filter Lua plugins."""
     db_password: NotRequired[pulumi.Input[str]]
     (
         "Password of the external accounting database's user (a secret): needed with "

@@ -7,6 +7,7 @@ from slurm_stack.render.services import (
     render_slurmdbd_conf,
     render_sshd_config,
 )
+from slurm_stack.render.site_scripts import site_files
 from slurm_stack.render.slurm import (
     node_conf,
     render_cgroup_conf,
@@ -29,6 +30,7 @@ def slurm_config_files(spec: ClusterSpec) -> dict[str, str]:
         "gres.conf": render_gres_conf(spec),
         "plugstack.conf": render_plugstack_conf(spec),
         "slurm.conf": render_slurm_conf(spec),
+        **site_files(spec),
     }
 
 

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from slurm_stack import naming, paths
 from slurm_stack.render.environment import render_template
+from slurm_stack.render.site_scripts import site_settings
 from slurm_stack.spec.fields import key_of
 from slurm_stack.spec.models import ClusterSpec, Partition, WorkerPool
 from slurm_stack.spec.versions import at_least, key_problem
@@ -154,6 +155,8 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
             ],
         )
     )
+    if settings := site_settings(spec):
+        sections.append(("The site's scripts (siteScripts)", settings))
     if spec.accounting.enabled:
         sections.append(
             (

@@ -10,7 +10,7 @@ import hashlib
 import ipaddress
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
@@ -48,9 +48,10 @@ from slurm_stack.spec.fields import (
     label_value,
     message_size_bytes,
 )
+from slurm_stack.spec.lua import lua_syntax_problem
 from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
 from slurm_stack.spec.relations import relation
-from slurm_stack.spec.text import MULTILINE
+from slurm_stack.spec.text import MULTILINE, SCRIPT
 from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
 
 IMAGE_REVISION = "0.1.0"
@@ -1201,6 +1202,119 @@ class Cgroups(SpecModel):
     privileged. Off: Slurm does not touch cgroups (proctrack/linuxproc)."""
 
 
+ScriptName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+
+
+def _has_shebang(content: str) -> str:
+    if not content.startswith("#!/"):
+        first = content.splitlines()[0] if content else ""
+        raise ValueError(
+            f"a script starts with '#!' and its interpreter's absolute path, like "
+            f"'#!/bin/sh' (slurmd runs it directly); this one starts with {first[:40]!r}"
+        )
+    return content
+
+
+class SiteScript(SpecModel):
+    """One script of the site's, shipped with the cluster's Slurm configuration."""
+
+    name: ScriptName
+    """Names the file (with its hook: `prolog-<name>`); unique within its hook; lower-case
+    letters, digits, '-' and '_'."""
+    content: Annotated[str, AfterValidator(_has_shebang)] = Field(json_schema_extra=SCRIPT)
+    """The script, starting with '#!' and its interpreter (`#!/bin/sh`, `#!/bin/bash`,
+    `#!/usr/bin/python3`: what the image it runs in has)."""
+
+
+def _unique_names(scripts: list[SiteScript]) -> list[SiteScript]:
+    names = [script.name for script in scripts]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise ValueError(f"script names must be unique; given more than once: {twice}")
+    return scripts
+
+
+def _lua_checker(chunk_name: str) -> Callable[[str], str]:
+    def check(source: str) -> str:
+        if problem := lua_syntax_problem(source, chunk_name):
+            raise ValueError(f"not valid Lua 5.1 (the version Slurm's Lua plugins run): {problem}")
+        return source
+
+    return check
+
+
+SiteScriptList = Annotated[list[SiteScript], AfterValidator(_unique_names)]
+
+# A ConfigMap holds at most 1 MiB (the API server's limit on an object); leave room for its
+# metadata.
+MAX_SITE_FILES_BYTES = 1000 * 1024
+
+
+class SiteFile(SpecModel):
+    """A read-only file for the site's scripts: in the worker and controller pods at
+    `/etc/slurm-stack/site-files/<name>`."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")]
+    """The file's name; letters, digits, '.', '-' and '_'."""
+    content: str = Field(json_schema_extra=SCRIPT)
+    """Its text."""
+
+
+def _site_files_fit(files: list[SiteFile]) -> list[SiteFile]:
+    names = [f.name for f in files]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise ValueError(f"file names must be unique; given more than once: {twice}")
+    size = sum(len(f.name) + len(f.content.encode()) for f in files)
+    if size > MAX_SITE_FILES_BYTES:
+        raise ValueError(
+            f"the files hold {size} bytes; their ConfigMap holds at most {MAX_SITE_FILES_BYTES} "
+            "(put larger data on the jail or a submount)"
+        )
+    return files
+
+
+JobSubmitLua = Annotated[str, AfterValidator(_lua_checker("job_submit.lua"))]
+CliFilterLua = Annotated[str, AfterValidator(_lua_checker("cli_filter.lua"))]
+
+
+class SiteScripts(SpecModel):
+    """The site's own Prolog and Epilog scripts and Lua plugins (docs/site-scripts.md). A
+    change rolls out as a slurm.conf change does: no worker restarts."""
+
+    prolog: SiteScriptList = Field(default_factory=list)
+    """Prolog scripts: each node of a job runs them in this order, as root in its worker pod
+    (not in the jail), before the job's first step there. One that fails stops the rest,
+    drains the node ('Prolog error') and requeues the job held."""
+    epilog: SiteScriptList = Field(default_factory=list)
+    """Epilog scripts: each node of a job runs them in this order, as root in its worker pod,
+    when the job ends, after slurm-stack's own Epilog (which removes the job's /tmp and
+    leftover processes). One that fails stops the rest and drains the node ('Epilog error')."""
+    prolog_slurmctld: SiteScriptList = Field(default_factory=list)
+    """PrologSlurmctld scripts: slurmctld runs them in this order in the controller pod, as the
+    SlurmUser, when it allocates a job."""
+    epilog_slurmctld: SiteScriptList = Field(default_factory=list)
+    """EpilogSlurmctld scripts: slurmctld runs them in this order in the controller pod, as the
+    SlurmUser, when a job ends."""
+    files: Annotated[list[SiteFile], AfterValidator(_site_files_fit)] = Field(default_factory=list)
+    """Read-only files the Prolog, Epilog and slurmctld scripts read, at
+    `/etc/slurm-stack/site-files/<name>` in the worker and controller pods (not in the jail).
+    A change reaches running pods in place, as the kubelet refreshes a ConfigMap volume (within
+    about a minute); adding the first file or removing the last one changes the pods'
+    templates, so the workers are replaced as their update policy says."""
+    task_prolog: SiteScript | None = None
+    """TaskProlog: run as the job's user before each task, in the jail; a line it prints as
+    `export NAME=value` sets that variable in the task's environment. Slurm 25.11 or newer
+    (configless slurmctld sends it to the nodes from 25.11)."""
+    task_epilog: SiteScript | None = None
+    """TaskEpilog: run as the job's user after each task ends, in the jail. Slurm 25.11 or
+    newer."""
+    job_submit_lua: JobSubmitLua | None = Field(default=None, json_schema_extra=SCRIPT)
+    """job_submit.lua for JobSubmitPlugins=lua: slurmctld calls it on every submission and
+    update; its error message reaches the user at sbatch. Checked as Lua 5.1."""
+    cli_filter_lua: CliFilterLua | None = Field(default=None, json_schema_extra=SCRIPT)
+    """cli_filter.lua for CliFilterPlugins=lua: the client commands (sbatch, srun, salloc) on
+    the login nodes run it before they send a request. Checked as Lua 5.1."""
+
+
 # The cloud metadata service (AWS, GCP, Azure, OpenStack …): credentials of the Kubernetes
 # node. Login sessions and jobs never reach it.
 METADATA_CIDR = "169.254.169.254/32"
@@ -1305,6 +1419,8 @@ class ClusterSpec(SpecModel):
     """The NetworkPolicies that limit connections to and from the cluster's pods."""
     metrics: ClusterMetrics = Field(default_factory=ClusterMetrics)
     """The metrics exporter, ServiceMonitors, alerts and dashboard."""
+    site_scripts: SiteScripts = Field(default_factory=SiteScripts)
+    """The site's Prolog/Epilog scripts and job_submit/cli_filter Lua plugins."""
 
     @field_validator("slurm_version", mode="before")
     @classmethod

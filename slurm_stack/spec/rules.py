@@ -12,7 +12,14 @@ from slurm_stack.naming import MAX_STATEFULSET_NAME, RESERVED_POOL_NAMES, pool_n
 from slurm_stack.spec.errors import SpecIssue, join_path
 from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool, derived_id
 from slurm_stack.spec.quantity import parse_quantity
-from slurm_stack.spec.slurm_options import NODE, PARTITION, SLURM_CONF, Owned, field_issues
+from slurm_stack.spec.slurm_options import (
+    NODE,
+    PARTITION,
+    SLURM_CONF,
+    Owned,
+    field_issues,
+    parse_line,
+)
 from slurm_stack.spec.sshd import sshd_line_problem
 from slurm_stack.spec.versions import at_least, key_problem
 
@@ -224,6 +231,15 @@ def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             f"the metrics endpoint needs Slurm 25.11 or newer; slurmVersion is {version} "
             "(use 26.05 or set enabled: false)",
         )
+    site = _get(raw, "siteScripts", {})
+    for field in ("taskProlog", "taskEpilog"):
+        if _get(site, field) is not None and not at_least(version, "25.11"):
+            yield SpecIssue(
+                join_path("siteScripts", field),
+                f"needs Slurm 25.11 or newer, where configless slurmctld sends task scripts "
+                f"to the nodes; slurmVersion is {version} (use 26.05, or do the work in a "
+                "prolog script)",
+            )
     parameters = _get(_get(controller, "scheduler", {}), "parameters", [])
     for i, parameter in enumerate(parameters if isinstance(parameters, list) else []):
         if (
@@ -272,6 +288,46 @@ def owned_lines_not_overridden(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     for j, line in enumerate(extras if isinstance(extras, list) else []):
         if isinstance(line, str) and (problem := sshd_line_problem(line, _version(raw))):
             yield SpecIssue(join_path("login", "sshdExtra", j), problem)
+
+
+# slurm.conf keys a siteScripts field sets when given.
+SITE_SCRIPT_KEYS = {
+    "prolog": "Prolog",
+    "prologSlurmctld": "PrologSlurmctld",
+    "epilogSlurmctld": "EpilogSlurmctld",
+    "taskProlog": "TaskProlog",
+    "taskEpilog": "TaskEpilog",
+    "jobSubmitLua": "JobSubmitPlugins",
+    "cliFilterLua": "CliFilterPlugins",
+}
+
+
+def site_scripts_own_their_keys(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """A slurmConfExtra line may not set a key that a given siteScripts field sets: one of
+    the two would silently win."""
+    site = _get(raw, "siteScripts", {})
+    if not isinstance(site, dict):
+        return
+    given = {
+        key.lower(): field
+        for field, key in SITE_SCRIPT_KEYS.items()
+        if site.get(field) not in (None, [], "")
+    }
+    extras = _get(_get(raw, "controller", {}), "slurmConfExtra", [])
+    for j, line in enumerate(extras if isinstance(extras, list) else []):
+        if not isinstance(line, str):
+            continue
+        try:
+            pairs = parse_line(line)
+        except ValueError:
+            continue  # slurm_lines reports it
+        for pair in pairs:
+            if (field := given.get(pair.key.lower())) is not None:
+                yield SpecIssue(
+                    join_path("controller", "slurmConfExtra", j),
+                    f"{pair.key} is set by siteScripts.{field}; give the script there "
+                    f"and drop this line",
+                )
 
 
 BYTE_RESOURCES = ("memory", "ephemeral-storage")
@@ -547,6 +603,7 @@ RULES: tuple[Rule, ...] = (
     version_specific_options,
     slurm_lines,
     owned_lines_not_overridden,
+    site_scripts_own_their_keys,
     resources_make_sense,
     submounts_do_not_collide,
     submounts_fit_the_jail_plugin,

@@ -4,7 +4,8 @@ surrounding whitespace.
 Strings reach config files (slurm.conf, sshd_config, slurmdbd.conf, authorized_keys) and
 Kubernetes names: a newline there would start a line of its own, and a trailing one passes a
 `$`-anchored check. Only a field whose model marks it `MULTILINE` (a PEM certificate) may
-hold line breaks, and no field may hold another control character.
+hold line breaks, one marked `SCRIPT` (a site script) line breaks and tabs, and no field may
+hold another control character.
 """
 
 from collections.abc import Iterator
@@ -18,6 +19,9 @@ from slurm_stack.spec.walk import fields_by_key, item_annotation, model_for
 MULTILINE = {"multiline": True}
 """`json_schema_extra` of a field whose value may span lines."""
 
+SCRIPT = {"multiline": True, "tabs": True}
+"""`json_schema_extra` of a field that holds a script: lines, and tabs to indent them."""
+
 _LINE_BREAKS = "\n"
 
 
@@ -26,9 +30,11 @@ def text_issues(raw: Any, model: type[BaseModel]) -> Iterator[SpecIssue]:
     yield from _walk(raw, model, (), multiline=False)
 
 
-def _walk(value: Any, annotation: Any, path: tuple[str | int, ...], multiline: bool) -> Iterator:
+def _walk(
+    value: Any, annotation: Any, path: tuple[str | int, ...], multiline: bool, tabs: bool = False
+) -> Iterator:
     if isinstance(value, str):
-        problem = text_problem(value, multiline=multiline)
+        problem = text_problem(value, multiline=multiline, tabs=tabs)
         if problem:
             yield SpecIssue(join_path(*path), problem)
         return
@@ -40,7 +46,8 @@ def _walk(value: Any, annotation: Any, path: tuple[str | int, ...], multiline: b
                 info = fields[key][1]
                 extra = info.json_schema_extra
                 lines = isinstance(extra, dict) and extra.get("multiline") is True
-                yield from _walk(item, info.annotation, (*path, key), lines)
+                tabs = isinstance(extra, dict) and extra.get("tabs") is True
+                yield from _walk(item, info.annotation, (*path, key), lines, tabs)
         return
     item_type = item_annotation(annotation)
     if isinstance(value, list):
@@ -53,9 +60,9 @@ def _walk(value: Any, annotation: Any, path: tuple[str | int, ...], multiline: b
             yield from _walk(item, item_type, (*path, key), multiline)
 
 
-def text_problem(value: str, *, multiline: bool) -> str | None:
+def text_problem(value: str, *, multiline: bool, tabs: bool = False) -> str | None:
     """What is wrong with ``value`` under the rule, or None."""
-    allowed = _LINE_BREAKS if multiline else ""
+    allowed = (_LINE_BREAKS if multiline else "") + ("\t" if tabs else "")
     for char in value:
         if (ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0) and char not in allowed:
             return (
