@@ -85,6 +85,19 @@ def test_the_exporter_reads_only_the_nodes_health_check_results_of_the_jail() ->
     assert "Nodes failing each quick check" in [p["title"] for p in dashboard(spec)["panels"]]
 
 
+def test_stale_health_checks_alert_only_where_checks_run_in_every_state() -> None:
+    def alerts(**quick: Any) -> list[str]:
+        raw = yaml.safe_load(METRICS_STACK.read_text())["config"]["slurm-stack:cluster"]
+        raw["healthChecks"]["quick"].update(quick)
+        return [rule["alert"] for rule in alert_rules(load_spec(raw))]
+
+    assert "SlurmHealthChecksStale" in alerts()
+    assert "SlurmHealthChecksStale" not in alerts(nodeStates=["IDLE"])
+    [rule] = [r for r in alert_rules(_metrics_spec()) if r["alert"] == "SlurmHealthChecksStale"]
+    # intervalSeconds 10 in the test stack: three intervals and a minute.
+    assert rule["expr"].endswith("> 90") and rule["for"] == "5m"
+
+
 def test_service_monitors_only_with_the_operator_and_slurmctlds_only_with_its_endpoint() -> None:
     spec = _metrics_spec()
     exporter, slurmctld = service_monitors(spec)
@@ -130,6 +143,7 @@ def test_every_alert_and_panel_reads_this_clusters_series_only() -> None:
         "SlurmControllerUnreachable",
         "SlurmJobsPendingOnIdleNodes",
         "SlurmdbdUnreachable",
+        "SlurmHealthChecksStale",
         "SlurmNcclBandwidthLow",
     ]
     for rule in alert_rules(spec):

@@ -215,6 +215,22 @@ def alert_rules(spec: ClusterSpec) -> list[Manifest]:
                 "sacctmgr ping fails: accounting records queue in slurmctld.",
             )
         )
+    if reads_healthcheck_results(spec) and spec.health_checks.quick.node_states == ["ANY"]:
+        # Checks that run in every node state have a fresh result on every node that runs
+        # slurmd; with fewer states, a busy node rightly has an old one.
+        stale_after = 3 * spec.health_checks.quick.interval_seconds + 60
+        rules.append(
+            _alert(
+                "SlurmHealthChecksStale",
+                f"time() - slurm_stack_healthcheck_last_run_timestamp_seconds{own} > {stale_after}",
+                "5m",
+                "warning",
+                "The quick checks of {{ $labels.node }} have not run for "
+                "{{ $value | humanizeDuration }}",
+                f"Their interval is {spec.health_checks.quick.interval_seconds} s: slurmd on the "
+                "node is down, or its HealthCheckProgram hangs or cannot write its results.",
+            )
+        )
     if spec.nccl_enabled:
         rules.append(
             _alert(

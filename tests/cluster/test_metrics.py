@@ -134,6 +134,15 @@ def test_each_nodes_quick_checks_are_series_and_a_failed_check_shows(
     )
     assert last_run is not None and last_run < 120, last_run
 
+    # Every node's checks are fresh: the stale-checks alert's condition holds for none.
+    [stale] = [
+        rule["expr"]
+        for group in rule_groups(metrics.sandbox._manifests)
+        for rule in group["rules"]
+        if rule["alert"] == "SlurmHealthChecksStale"
+    ]
+    assert prometheus.query(stale) == []
+
     # Users see the results in the jail and cannot change them.
     results = metrics.ok(metrics.login(f"cat /var/lib/slurm-stack/healthchecks/{GPU_NODE}.json"))
     assert json.loads(results)["node"] == GPU_NODE

@@ -47,7 +47,7 @@ def _fate(cluster: Cluster, job: str) -> str:
 
 
 def test_the_prolog_marks_each_node_of_a_job_and_the_epilog_unmarks_it(site: Cluster) -> None:
-    job = site.ok(site.login("sbatch --parsable -N2 --time=5 --wrap 'srun sleep 20'")).strip()
+    job = site.ok(site.login("sbatch --parsable -N2 --time=5 --wrap 'srun sleep 10'")).strip()
     marks = {node: f"/run/site-marks/{job}" for node in NODES}
     wait_for("the job running", lambda: site.job_state(job) == "RUNNING", timeout=60)
     for node, mark in marks.items():
