@@ -61,14 +61,23 @@ def test_job_metrics_follow_a_job(metrics: Cluster, prometheus: SandboxPrometheu
     before = _value(prometheus, completed)
     job = metrics.ok(metrics.login("sbatch --parsable -p main --wrap 'sleep 15'")).strip()
     running = 'slurm_stack_jobs{partition="main",state="running"}'
-    wait_for("the job seen running", lambda: (_value(prometheus, running) or 0) >= 1, timeout=60)
+    # Other tests' jobs may run and end meanwhile: each step waits for this job itself too.
+    wait_for(
+        f"job {job} running and seen running",
+        lambda: metrics.job_state(job) == "RUNNING" and (_value(prometheus, running) or 0) >= 1,
+        timeout=120,
+    )
+
+    def ended() -> str | None:
+        state = metrics.ctl(f"sacct -j {job} -X -n -P -o State").stdout.strip()
+        return state if state and state not in ("PENDING", "RUNNING") else None
+
+    assert wait_for(f"job {job} ended in sacct", ended, timeout=90) == "COMPLETED"
     wait_for(
         f"job {job} counted as completed",
         lambda: (_value(prometheus, completed) or 0) > (before or 0),
-        timeout=90,
+        timeout=60,
     )
-    state = metrics.ok(metrics.ctl(f"sacct -j {job} -X -n -P -o State")).strip()
-    assert state == "COMPLETED"
 
 
 def test_a_drain_by_the_benchmark_is_a_metric_and_fires_its_alerts(
