@@ -56,7 +56,10 @@ def test_a_fresh_stack_logs_no_error(cluster: Cluster) -> None:
     assert not {name: lines for name, lines in unexplained.items() if lines}, unexplained
 
 
-IDLE_STOP_SECONDS = 5
+# Far below the grace periods a daemon that ignored SIGTERM would wait out (30 s for a login
+# pod, minutes for a worker), with room for a worker's preStop drain on a loaded machine: one
+# fresh-clone run on 2 cores took 7.0 s to stop an idle worker.
+IDLE_STOP_SECONDS = 12
 
 
 def test_idle_pods_stop_within_seconds(cluster: Cluster) -> None:
@@ -64,11 +67,17 @@ def test_idle_pods_stop_within_seconds(cluster: Cluster) -> None:
     # for a login pod): every daemon of an idle pod must end on it (sackd included, which
     # as PID 1 ignored it), and an idle worker's preStop drain has nothing to wait for.
     applier = cluster.sandbox.applier()
-    for pod in (cluster.sandbox.pod_of("login"), "itest-cpu-1"):
-        started = time.monotonic()
-        applier.remove_pod(pod)
-        took = time.monotonic() - started
-        assert took < IDLE_STOP_SECONDS, f"{pod} took {took:.1f}s to stop"
-    cluster.sandbox.up(build=False)  # their StatefulSets bring them back
+    took = {}
+    try:
+        for pod in (cluster.sandbox.pod_of("login"), "itest-cpu-1"):
+            started = time.monotonic()
+            applier.remove_pod(pod)
+            took[pod] = time.monotonic() - started
+    finally:
+        # Their StatefulSets bring them back, whatever happened: the session's other tests
+        # need them.
+        cluster.sandbox.up(build=False)
+    slow = {pod: f"{seconds:.1f}s" for pod, seconds in took.items() if seconds >= IDLE_STOP_SECONDS}
+    assert not slow, f"idle pods slow to stop: {slow}"
     assert cluster.ok(cluster.login("echo back")).strip() == "back"
     wait_for("itest-cpu-1 idle again", lambda: cluster.node_states().get("itest-cpu-1") == "idle")
