@@ -71,7 +71,7 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
     name = naming.controller_name(spec.name)
     config_map = naming.config_map_name(spec.name, config_hash)
     config_dir = paths.controller_config_dir(config_hash)
-    scripts = sorted(slurmctld_script_files(spec))
+    scripts = slurmctld_script_files(spec)
     slurmctld = container(
         spec,
         "slurmctld",

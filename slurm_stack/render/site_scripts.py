@@ -11,81 +11,71 @@ the directory of slurm.conf and loads it again when it changes; cli_filter.lua r
 login pods' clients through sackd, which fetches it with the config.
 """
 
+from dataclasses import dataclass
+
 from slurm_stack import paths
 from slurm_stack.spec.models import ClusterSpec
 
-JOB_SUBMIT_LUA = "job_submit.lua"
-CLI_FILTER_LUA = "cli_filter.lua"
-TASK_PROLOG = "task-prolog"
-TASK_EPILOG = "task-epilog"
+
+@dataclass(frozen=True)
+class SiteEntry:
+    """One site script: its file beside slurm.conf and the slurm.conf line naming it (the
+    value omitted for a Lua plugin's file, which Slurm finds by its fixed name)."""
+
+    key: str
+    value: str
+    file: str
+    content: str
+
+    @property
+    def run_by_slurmctld(self) -> bool:
+        """slurmctld runs it by the absolute path slurm.conf gives (it resolves no relative
+        one), so the controller pod mounts it, executable, at paths.SLURMCTLD_SCRIPTS_DIR."""
+        return self.key in ("PrologSlurmctld", "EpilogSlurmctld")
 
 
-def prolog_file(name: str) -> str:
-    """The file (and Prolog= value) of a site Prolog script."""
-    return f"prolog-{name}"
-
-
-def epilog_file(name: str) -> str:
-    """The file (and Epilog= value) of a site Epilog script."""
-    return f"epilog-{name}"
-
-
-def prolog_slurmctld_file(name: str) -> str:
-    """The file of a site PrologSlurmctld script."""
-    return f"prolog-slurmctld-{name}"
-
-
-def epilog_slurmctld_file(name: str) -> str:
-    """The file of a site EpilogSlurmctld script."""
-    return f"epilog-slurmctld-{name}"
-
-
-def slurmctld_script_files(spec: ClusterSpec) -> dict[str, str]:
-    """File name -> content of the scripts slurmctld runs itself. slurmctld runs them by the
-    path slurm.conf gives (it resolves no relative one), so the controller pod mounts them,
-    executable, at paths.SLURMCTLD_SCRIPTS_DIR."""
+def site_entries(spec: ClusterSpec) -> list[SiteEntry]:
+    """Every site script, in the order slurm.conf lists them, which is the order they run.
+    They come after slurm-stack's own Epilog line, so that a failing site Epilog cannot keep
+    the node from being cleaned (Slurm stops at the first Epilog that fails)."""
     site = spec.site_scripts
-    files = {prolog_slurmctld_file(s.name): s.content for s in site.prolog_slurmctld}
-    return files | {epilog_slurmctld_file(s.name): s.content for s in site.epilog_slurmctld}
+    entries = []
+    for key, prefix, scripts in (
+        ("Prolog", "prolog", site.prolog),
+        ("Epilog", "epilog", site.epilog),
+        ("PrologSlurmctld", "prolog-slurmctld", site.prolog_slurmctld),
+        ("EpilogSlurmctld", "epilog-slurmctld", site.epilog_slurmctld),
+    ):
+        for script in scripts:
+            file = f"{prefix}-{script.name}"
+            # Prolog/Epilog relative: configless slurmctld ships them (see the module's doc).
+            value = f"{paths.SLURMCTLD_SCRIPTS_DIR}/{file}" if "Slurmctld" in key else file
+            entries.append(SiteEntry(key, value, file, script.content))
+    for key, file, script in (
+        ("TaskProlog", "task-prolog", site.task_prolog),
+        ("TaskEpilog", "task-epilog", site.task_epilog),
+    ):
+        if script is not None:
+            entries.append(SiteEntry(key, file, file, script.content))
+    for key, file, lua in (
+        ("JobSubmitPlugins", "job_submit.lua", site.job_submit_lua),
+        ("CliFilterPlugins", "cli_filter.lua", site.cli_filter_lua),
+    ):
+        if lua is not None:
+            entries.append(SiteEntry(key, "lua", file, lua))
+    return entries
 
 
 def site_files(spec: ClusterSpec) -> dict[str, str]:
-    """File name -> content of every site script."""
-    site = spec.site_scripts
-    files = {prolog_file(s.name): s.content for s in site.prolog}
-    files |= {epilog_file(s.name): s.content for s in site.epilog}
-    files |= slurmctld_script_files(spec)
-    for script, file in ((site.task_prolog, TASK_PROLOG), (site.task_epilog, TASK_EPILOG)):
-        if script is not None:
-            files[file] = script.content
-    if site.job_submit_lua is not None:
-        files[JOB_SUBMIT_LUA] = site.job_submit_lua
-    if site.cli_filter_lua is not None:
-        files[CLI_FILTER_LUA] = site.cli_filter_lua
-    return files
+    """File name -> content of every site script, for the config ConfigMap."""
+    return {entry.file: entry.content for entry in site_entries(spec)}
 
 
 def site_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
-    """slurm.conf lines for the site scripts, in the order they run. They come after
-    slurm-stack's own Epilog line, so that a failing site Epilog cannot keep the node from
-    being cleaned (Slurm stops at the first Epilog that fails)."""
-    site = spec.site_scripts
-    settings = [("Prolog", prolog_file(s.name)) for s in site.prolog]
-    settings += [("Epilog", epilog_file(s.name)) for s in site.epilog]
-    settings += [
-        ("PrologSlurmctld", f"{paths.SLURMCTLD_SCRIPTS_DIR}/{prolog_slurmctld_file(s.name)}")
-        for s in site.prolog_slurmctld
-    ]
-    settings += [
-        ("EpilogSlurmctld", f"{paths.SLURMCTLD_SCRIPTS_DIR}/{epilog_slurmctld_file(s.name)}")
-        for s in site.epilog_slurmctld
-    ]
-    if site.task_prolog is not None:
-        settings.append(("TaskProlog", TASK_PROLOG))
-    if site.task_epilog is not None:
-        settings.append(("TaskEpilog", TASK_EPILOG))
-    if site.job_submit_lua is not None:
-        settings.append(("JobSubmitPlugins", "lua"))
-    if site.cli_filter_lua is not None:
-        settings.append(("CliFilterPlugins", "lua"))
-    return settings
+    """slurm.conf lines for the site scripts, in the order they run."""
+    return [(entry.key, entry.value) for entry in site_entries(spec)]
+
+
+def slurmctld_script_files(spec: ClusterSpec) -> list[str]:
+    """The files of the scripts slurmctld runs itself, for the controller pod's mount."""
+    return sorted(entry.file for entry in site_entries(spec) if entry.run_by_slurmctld)

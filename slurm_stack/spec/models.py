@@ -1226,10 +1226,13 @@ class SiteScript(SpecModel):
     `#!/usr/bin/python3`: what the image it runs in has)."""
 
 
-def _unique_names(scripts: list[SiteScript]) -> list[SiteScript]:
-    names = [script.name for script in scripts]
+def _given_twice(what: str, names: list[str]) -> None:
     if twice := sorted({name for name in names if names.count(name) > 1}):
-        raise ValueError(f"script names must be unique; given more than once: {twice}")
+        raise ValueError(f"{what} names must be unique; given more than once: {twice}")
+
+
+def _unique_names(scripts: list[SiteScript]) -> list[SiteScript]:
+    _given_twice("script", [script.name for script in scripts])
     return scripts
 
 
@@ -1260,9 +1263,7 @@ class SiteFile(SpecModel):
 
 
 def _site_files_fit(files: list[SiteFile]) -> list[SiteFile]:
-    names = [f.name for f in files]
-    if twice := sorted({name for name in names if names.count(name) > 1}):
-        raise ValueError(f"file names must be unique; given more than once: {twice}")
+    _given_twice("file", [f.name for f in files])
     size = sum(len(f.name) + len(f.content.encode()) for f in files)
     if size > MAX_SITE_FILES_BYTES:
         raise ValueError(
