@@ -1,6 +1,7 @@
 /* Parser for the chroot plugin's plugstack.conf arguments. */
 #include "jail_args.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,34 +24,44 @@ static int is_clean_absolute(const char *path)
 	return 1;
 }
 
-static int copy_path(char *dst, const char *value, const char *arg, char *err, size_t err_len)
+/* Copy the first `len` bytes of `value`, a clean absolute path, into cfg's strings. */
+static int copy_path(struct jail_config *cfg, const char **dst, const char *value, size_t len,
+		     const char *arg, char *err, size_t err_len)
 {
-	if (!is_clean_absolute(value))
-		return fail(err, err_len, "'%s': the path must be absolute, without '.' or '..'", arg);
-	if (strlen(value) >= PATH_MAX)
+	char *copy;
+
+	if (len >= PATH_MAX)
 		return fail(err, err_len, "'%s': the path is too long", arg);
-	strcpy(dst, value);
+	if (len + 1 > sizeof(cfg->strings) - cfg->strings_used)
+		return fail(err, err_len, "'%s': the arguments are too long altogether", arg);
+	copy = cfg->strings + cfg->strings_used;
+	memcpy(copy, value, len);
+	copy[len] = '\0';
+	if (!is_clean_absolute(copy))
+		return fail(err, err_len, "'%s': the path must be absolute, without '.' or '..'", arg);
+	cfg->strings_used += len + 1;
+	*dst = copy;
 	return 0;
+}
+
+static int set_path(struct jail_config *cfg, const char **dst, const char *value, const char *arg,
+		    char *err, size_t err_len)
+{
+	return copy_path(cfg, dst, value, strlen(value), arg, err, err_len);
 }
 
 static int add_bind(struct jail_config *cfg, const char *value, int read_only, int user,
 		    const char *arg, char *err, size_t err_len)
 {
 	const char *colon = strchr(value, ':');
-	char source[PATH_MAX];
-	size_t len;
+	struct jail_bind *bind = &cfg->binds[cfg->n_binds];
 
 	if (!colon)
 		return fail(err, err_len, "'%s': expected SOURCE:TARGET", arg);
 	if (cfg->n_binds == JAIL_MAX_BINDS)
 		return fail(err, err_len, "'%s': too many binds", arg);
-	len = (size_t)(colon - value);
-	if (len >= PATH_MAX)
-		return fail(err, err_len, "'%s': the source path is too long", arg);
-	memcpy(source, value, len);
-	source[len] = '\0';
-	if (copy_path(cfg->binds[cfg->n_binds].source, source, arg, err, err_len) ||
-	    copy_path(cfg->binds[cfg->n_binds].target, colon + 1, arg, err, err_len))
+	if (copy_path(cfg, &bind->source, value, (size_t)(colon - value), arg, err, err_len) ||
+	    set_path(cfg, &bind->target, colon + 1, arg, err, err_len))
 		return -1;
 	if (strcmp(colon + 1, "/") == 0)
 		return fail(err, err_len, "'%s': cannot bind over the jail's root", arg);
@@ -66,14 +77,16 @@ static int add_bind(struct jail_config *cfg, const char *value, int read_only, i
 static int add_client(struct jail_config *cfg, const char *value, const char *arg, char *err,
 		      size_t err_len)
 {
-	char pair[2 * PATH_MAX + 2];
+	struct jail_bind *bind = &cfg->binds[cfg->n_binds];
 
-	if (strlen(value) >= PATH_MAX)
-		return fail(err, err_len, "'%s': the path is too long", arg);
-	snprintf(pair, sizeof(pair), "%s:%s", value, value);
-	if (add_bind(cfg, pair, 1, 0, arg, err, err_len))
+	if (cfg->n_binds == JAIL_MAX_BINDS)
+		return fail(err, err_len, "'%s': too many binds", arg);
+	if (set_path(cfg, &bind->source, value, arg, err, err_len))
 		return -1;
-	cfg->binds[cfg->n_binds - 1].if_present = 1;
+	bind->target = bind->source;
+	bind->read_only = 1;
+	bind->if_present = 1;
+	cfg->n_binds++;
 	return 0;
 }
 
@@ -112,7 +125,11 @@ static int check_user_binds(const struct jail_config *cfg, char *err, size_t err
 
 int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t err_len)
 {
-	memset(cfg, 0, sizeof(*cfg));
+	/* Not the strings: zeroing them would touch every page of them. */
+	memset(cfg, 0, offsetof(struct jail_config, strings_used));
+	cfg->strings_used = 0;
+	cfg->jail = cfg->spool = cfg->munge = cfg->gpu_driver = cfg->gpus = "";
+	cfg->job_tmp = cfg->job_shm = "";
 	for (int i = 0; i < argc; i++) {
 		const char *arg = argv[i];
 		const char *eq = strchr(arg, '=');
@@ -121,19 +138,19 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		int rc;
 
 		if (key_len == 4 && !strncmp(arg, "jail", 4))
-			rc = copy_path(cfg->jail, value, arg, err, err_len);
+			rc = set_path(cfg, &cfg->jail, value, arg, err, err_len);
 		else if (key_len == 5 && !strncmp(arg, "spool", 5))
-			rc = copy_path(cfg->spool, value, arg, err, err_len);
+			rc = set_path(cfg, &cfg->spool, value, arg, err, err_len);
 		else if (key_len == 5 && !strncmp(arg, "munge", 5))
-			rc = copy_path(cfg->munge, value, arg, err, err_len);
+			rc = set_path(cfg, &cfg->munge, value, arg, err, err_len);
 		else if (key_len == 10 && !strncmp(arg, "gpu_driver", 10))
-			rc = copy_path(cfg->gpu_driver, value, arg, err, err_len);
+			rc = set_path(cfg, &cfg->gpu_driver, value, arg, err, err_len);
 		else if (key_len == 4 && !strncmp(arg, "gpus", 4))
-			rc = copy_path(cfg->gpus, value, arg, err, err_len);
+			rc = set_path(cfg, &cfg->gpus, value, arg, err, err_len);
 		else if (key_len == 7 && !strncmp(arg, "job_tmp", 7))
-			rc = copy_path(cfg->job_tmp, value, arg, err, err_len);
+			rc = set_path(cfg, &cfg->job_tmp, value, arg, err, err_len);
 		else if (key_len == 7 && !strncmp(arg, "job_shm", 7))
-			rc = copy_path(cfg->job_shm, value, arg, err, err_len);
+			rc = set_path(cfg, &cfg->job_shm, value, arg, err, err_len);
 		else if ((key_len == 8 && !strncmp(arg, "submount", 8)) ||
 			 (key_len == 4 && !strncmp(arg, "bind", 4)))
 			rc = add_bind(cfg, value, 0, key_len == 8, arg, err, err_len);

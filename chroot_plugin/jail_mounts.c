@@ -72,6 +72,13 @@ static int jail_walk(const char *inside, int is_dir, int create, int regular)
 
 	if (snprintf(path, sizeof(path), "%s", inside) >= (int)sizeof(path))
 		return fail("path %s is too long", inside);
+	for (name = path; *name == '/'; name++)
+		;
+	/* One openat2 resolves every component under the same rules; walk one component at a
+	 * time only where something must be created or a failure must name its component. */
+	fd = open_beneath(root_fd, *name ? name : ".", O_PATH | (is_dir ? O_DIRECTORY : 0), 0);
+	if (fd >= 0)
+		goto found;
 	fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0)
 		return fail("dup: %s", strerror(errno));
@@ -113,6 +120,7 @@ static int jail_walk(const char *inside, int is_dir, int create, int regular)
 			break;
 		name = rest;
 	}
+found:
 	if (!is_dir && regular) {
 		struct stat st;
 
@@ -307,44 +315,32 @@ static int private_namespace(void)
 
 static int in_private_namespace;
 
-/* Whether the jail has `inside`, reached without a symlink (no message when it has not). */
-static int jail_has(const char *inside)
-{
-	int fd;
-
-	while (*inside == '/')
-		inside++;
-	fd = open_beneath(root_fd, inside, O_PATH, 0);
-	if (fd < 0)
-		return 0;
-	close(fd);
-	return 1;
-}
+enum jail_copy { JAIL_COPY_ABSENT, JAIL_COPY_SAME, JAIL_COPY_DIFFERENT };
 
 /*
- * Whether the jail's regular file at `inside` is the node's at `source` as a package installed
- * both: same size, modification time (dpkg keeps the package's), mode and owner. Binding the
- * node's copy over it would change nothing a task can see, and each bind is a mount and a
+ * What the jail holds at `inside` (reached without a symlink) against the node's `source`:
+ * nothing, the node's regular file as a package installed both (same size, modification time,
+ * which dpkg keeps from the package, mode and owner), or something else. Binding the node's
+ * copy over the same file would change nothing a task can see, and each bind is a mount and a
  * remount on every step: the Slurm client commands alone were two thirds of a step's mounts.
  */
-static int jail_copy_is_the_nodes(const char *source, const char *inside)
+static enum jail_copy jail_copy_of(const char *source, const char *inside)
 {
 	struct stat node, jail;
 	int fd, same;
 
-	if (stat(source, &node) != 0 || !S_ISREG(node.st_mode))
-		return 0;
 	while (*inside == '/')
 		inside++;
 	fd = open_beneath(root_fd, inside, O_PATH, 0);
 	if (fd < 0)
-		return 0;
-	same = fstat(fd, &jail) == 0 && S_ISREG(jail.st_mode) && jail.st_size == node.st_size &&
+		return JAIL_COPY_ABSENT;
+	same = fstat(fd, &jail) == 0 && S_ISREG(jail.st_mode) && stat(source, &node) == 0 &&
+	       S_ISREG(node.st_mode) && jail.st_size == node.st_size &&
 	       jail.st_mtim.tv_sec == node.st_mtim.tv_sec &&
 	       jail.st_mtim.tv_nsec == node.st_mtim.tv_nsec && jail.st_mode == node.st_mode &&
 	       jail.st_uid == node.st_uid && jail.st_gid == node.st_gid;
 	close(fd);
-	return same;
+	return same ? JAIL_COPY_SAME : JAIL_COPY_DIFFERENT;
 }
 
 /* The symlink at `source` made anew as `name` in directory `dir_fd` (`buf`: scratch). */
@@ -437,8 +433,7 @@ static int bind_node_local(const struct jail_config *cfg, unsigned int job_id,
 		const struct jail_bind *b = &cfg->binds[i];
 
 		/* Each node has only its own pool's submounts: bind those that exist here. */
-		if (b->if_present &&
-		    (!jail_has(b->target) || jail_copy_is_the_nodes(b->source, b->target)))
+		if (b->if_present && jail_copy_of(b->source, b->target) != JAIL_COPY_DIFFERENT)
 			continue;
 		if (access(b->source, F_OK) == 0 &&
 		    bind_in(b->source, b->target, 1, plain | (b->read_only ? MOUNT_ATTR_RDONLY : 0)))

@@ -113,6 +113,25 @@ int main(void)
 	char *prefix[] = {"jailx=/mnt/jail"};
 	CHECK(parse(&cfg, err, 1, prefix) == -1);
 
+	/* A path of PATH_MAX bytes or more is refused; so are arguments that do not fit the
+	 * parser's copy of them altogether, and the parse before them is not disturbed. */
+	static char long_path[PATH_MAX + 8], near_max[PATH_MAX], *many[JAIL_MAX_BINDS];
+	static char long_err[2 * PATH_MAX + 64]; /* the message quotes the argument */
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	memcpy(long_path, "jail=/", 6);
+	char *too_long[] = {long_path};
+	CHECK(jail_parse_args(1, too_long, &cfg, long_err, sizeof(long_err)) == -1);
+	CHECK(strstr(long_err, "the path is too long") != NULL);
+	memset(near_max, 'b', sizeof(near_max) - 1);
+	memcpy(near_max, "client=/", 8);
+	many[0] = "jail=/mnt/jail";
+	for (int i = 1; i < JAIL_MAX_BINDS; i++)
+		many[i] = near_max;
+	CHECK(jail_parse_args(JAIL_MAX_BINDS, many, &cfg, long_err, sizeof(long_err)) == -1);
+	CHECK(strstr(long_err, "too long altogether") != NULL);
+	CHECK(parse(&cfg, err, 17, many) == 0 && cfg.n_binds == 16);
+	CHECK(strcmp(cfg.jail, "/mnt/jail") == 0 && cfg.binds[15].target == cfg.binds[15].source);
+
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }

@@ -30,6 +30,15 @@ static void path(char *out, const char *relative)
 	snprintf(out, PATH_MAX, "%s/%s", scratch, relative);
 }
 
+/* The scratch path of `relative`, as a string that lives as long as the test. */
+static const char *at(const char *relative)
+{
+	char p[PATH_MAX];
+
+	path(p, relative);
+	return strdup(p);
+}
+
 static void make_dir(const char *relative, mode_t mode)
 {
 	char p[PATH_MAX];
@@ -74,23 +83,24 @@ static int mount_flags(const char *p, unsigned long flag)
 static void config(struct jail_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	path(cfg->jail, "jail");
-	path(cfg->job_tmp, "job-tmp");
-	path(cfg->job_shm, "job-shm");
-	path(cfg->spool, "spool");
-	path(cfg->binds[0].source, "scratch-source");
-	snprintf(cfg->binds[0].target, PATH_MAX, "/scratch");
-	path(cfg->binds[1].source, "site-source");
-	snprintf(cfg->binds[1].target, PATH_MAX, "/opt/site");
+	cfg->munge = cfg->gpu_driver = cfg->gpus = "";
+	cfg->jail = at("jail");
+	cfg->job_tmp = at("job-tmp");
+	cfg->job_shm = at("job-shm");
+	cfg->spool = at("spool");
+	cfg->binds[0].source = at("scratch-source");
+	cfg->binds[0].target = "/scratch";
+	cfg->binds[1].source = at("site-source");
+	cfg->binds[1].target = "/opt/site";
 	cfg->binds[1].read_only = 1;
 	/* client=: the node's srun over the jail's; the jail has no sbatch, so none appears. */
-	path(cfg->binds[2].source, "node-srun");
-	snprintf(cfg->binds[2].target, PATH_MAX, "/usr/bin/srun");
-	path(cfg->binds[3].source, "node-srun");
-	snprintf(cfg->binds[3].target, PATH_MAX, "/usr/bin/sbatch");
+	cfg->binds[2].source = at("node-srun");
+	cfg->binds[2].target = "/usr/bin/srun";
+	cfg->binds[3].source = at("node-srun");
+	cfg->binds[3].target = "/usr/bin/sbatch";
 	/* client=: the jail's scontrol is the node's file as a package installed both. */
-	path(cfg->binds[4].source, "node-scontrol");
-	snprintf(cfg->binds[4].target, PATH_MAX, "/usr/bin/scontrol");
+	cfg->binds[4].source = at("node-scontrol");
+	cfg->binds[4].target = "/usr/bin/scontrol";
 	for (int i = 2; i < 5; i++)
 		cfg->binds[i].read_only = cfg->binds[i].if_present = 1;
 	cfg->n_binds = 5;
@@ -273,7 +283,7 @@ static void refuses_a_symlink_and_falls_back_to_an_empty_root(void)
 
 	config(&cfg);
 	/* A user with write access somewhere in the jail plants a link at a bind target. */
-	snprintf(cfg.binds[0].target, PATH_MAX, "/home/user/link/scratch");
+	cfg.binds[0].target = "/home/user/link/scratch";
 	CHECK(jail_enter(&cfg, 43, NULL, &gpu) == -1);
 	CHECK(strstr(jail_error, "symlink") != NULL);
 	CHECK(jail_enter_void(&cfg, 43) == 0);
@@ -290,7 +300,7 @@ static void refuses_an_unusable_jail(void)
 	int gpu;
 
 	config(&cfg);
-	path(cfg.jail, "empty");
+	cfg.jail = at("empty");
 	CHECK(jail_enter(&cfg, 44, NULL, &gpu) == -1);
 	CHECK(strstr(jail_error, "is not usable") != NULL);
 }
@@ -301,7 +311,7 @@ static void refuses_a_shared_job_directory_parent(void)
 	int gpu;
 
 	config(&cfg);
-	path(cfg.job_tmp, "open-parent");
+	cfg.job_tmp = at("open-parent");
 	CHECK(jail_enter(&cfg, 45, NULL, &gpu) == -1);
 	CHECK(strstr(jail_error, "not private to root") != NULL);
 }

@@ -216,7 +216,9 @@ def test_the_next_users_job_finds_no_file_or_process_of_the_last(
     users.ok_as(
         "alice",
         keys["alice"],
-        f"srun -w {node} sh -c 'echo secret > /tmp/alice-was-here; (setsid sleep 2468 &)'",
+        # The stray process lets go of the step's output, or srun would wait on it.
+        f"srun -w {node} sh -c 'echo secret > /tmp/alice-was-here; "
+        "(setsid sleep 2468 </dev/null >/dev/null 2>&1 &)'",
     )
     out = users.ok_as(
         "bob",
