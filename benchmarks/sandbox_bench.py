@@ -1,6 +1,6 @@
 """Sandbox numbers on real Slurm: cold start, dynamic node join, srun latency.
 
-    .venv/bin/python benchmarks/sandbox_bench.py [--stack-file FILE] [--rounds N]
+    .venv/bin/python benchmarks/sandbox_bench.py [--stack-file FILE]
 
 Prints `name: value` lines:
 - sandbox_cold_start_seconds: `sandbox up` on empty state (images already built) until every
@@ -12,27 +12,32 @@ Prints `name: value` lines:
   node is idle again (pod start, munge, slurmd registering as a dynamic node);
 - srun_n2_true_median_ms: median of 50 `srun -N2 true` from a login session (the chroot
   plugin enters the jail on both nodes);
-- srun_true_median_ms_with_plugin / _without_plugin and srun_plugin_overhead_percent:
-  `srun true` in --rounds interleaved rounds of 25 (default 4, i.e. 100 runs; order
-  alternating), with the jail plugin and with its plugstack.conf line commented out on every
-  node and the login node of the same cluster (checked: a task then sees the pod's own root,
-  not the jail);
-- srun_true_median_ms_no_jail: `srun --no-jail true` in the same rounds (plugin loaded,
-  jail not entered; the benchmark's copy of the stack sets jail.allowOptOut);
-- jail_entry_paired_ms / _percent: median difference between `srun true` and `srun --no-jail
-  true` run back to back, over 200 pairs: what entering the jail adds to a step, measured
-  where the host's drift cancels (percent of the --no-jail median);
-- srun_plugin_overhead_paired_ms / _percent: the same pairing for the whole plugin: 100 pairs
-  of `srun -w <node> true` with and without the plugin line, switched between the two runs
-  of a pair (percent of the without-plugin median).
+- the jail plugin's figures, on steps (`srun --overlap true`) in one allocation held on a node,
+  timed in one login session, the plugin line of plugstack.conf switched on that node and the
+  login node from the host between runs (checked: a task then sees the pod's own root, not
+  the jail):
+  - srun_plugin_overhead_paired_ms / _percent: median of (with - without) over 300 pairs run
+    back to back, the order alternating, so that the host's drift cancels within a pair
+    (percent of the without-plugin median);
+  - srun_true_median_ms_with_plugin / _without_plugin: the medians of those runs;
+  - step_cpu_ms_with_plugin / _without_plugin and plugin_cpu_overhead_ms: CPU time per step
+    of srun, slurmstepd, the task and the daemons' threads serving them, from the kernel's
+    scheduler accounting (tracefs), 100 steps each in alternating blocks of 20: the plugin's
+    own work without the noise of waiting;
+  - jail_entry_paired_ms / _percent and srun_true_median_ms_no_jail: the same pairing of
+    `srun true` against `srun --no-jail true` (plugin loaded, jail not entered; the
+    benchmark's copy of the stack sets jail.allowOptOut), 200 pairs.
 Runs as root; uses its own state directory and removes it at the end.
 """
 
 import argparse
+import re
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -69,83 +74,210 @@ def srun_times_ms(sandbox: Sandbox, commands: str | list[str], runs: int) -> lis
     return [int(line) / 1000 for line in result.stdout.split()]
 
 
-def paired_difference_ms(sandbox: Sandbox, first: str, second: str, pairs: int) -> float:
-    """Median of (time of `first` - time of `second`) over back-to-back pairs: drift in the
-    host's load cancels within a pair, so a small difference shows through the noise."""
-    times = srun_times_ms(sandbox, [first, second], pairs)
-    return statistics.median(a - b for a, b in zip(times[::2], times[1::2], strict=True))
+class LoginShell:
+    """One login session as the sandbox user, kept open: commands are timed inside it, so
+    neither ssh's start nor the host's side of the pair is in a figure."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.process = subprocess.Popen(
+            [*sandbox.ssh_command(), "bash"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def run(self, command: str) -> str:
+        """The command's last output line (stderr discarded); raises if it failed."""
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(f"out=$({command} 2>/dev/null); echo \"$? ${{out##*$'\\n'}}\"\n")
+        self.process.stdin.flush()
+        status, _, last = self.process.stdout.readline().rstrip("\n").partition(" ")
+        if status != "0":
+            raise RuntimeError(f"{command!r} failed in the login session ({status})")
+        return last
+
+    def timed_ms(self, command: str) -> float:
+        """Wall time of one run of ``command``, measured in the session."""
+        return (
+            float(
+                self.run(f"s=$(date +%s%N); {command} >/dev/null; e=$(date +%s%N); echo $((e - s))")
+            )
+            / 1e6
+        )
+
+    def close(self) -> None:
+        assert self.process.stdin
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
 
 
-WHERE_TASKS_RUN = "srun sh -c 'test -e /.slurm-stack-populated && echo jail || echo pod'"
-
-
-def where_tasks_run(sandbox: Sandbox) -> str:
-    """`jail` or `pod`: which root a task of a plain `srun` sees."""
-    result = sandbox.ssh(WHERE_TASKS_RUN, timeout=60)
-    if result.returncode != 0:
-        raise RuntimeError(result.stderr)
-    return result.stdout.strip()
-
-
+WHERE_TASKS_RUN = "sh -c 'test -e /.slurm-stack-populated && echo jail || echo pod'"
 PLUGSTACK_COPIES = ("/var/spool/slurmd/conf-cache/plugstack.conf", "/run/slurm/conf/plugstack.conf")
 
 
-def edit_plugstack(sandbox: Sandbox, pods: list[str], enabled: bool) -> None:
-    """Comment the plugin line in or out of the cached plugstack.conf in ``pods``."""
-    sed = "s/^#required/required/" if enabled else "s/^required/#required/"
-    edit = "; ".join(f"[ ! -e {path} ] || sed -i '{sed}' {path}" for path in PLUGSTACK_COPIES)
-    for pod in pods:
-        sandbox.exec(pod, ["sh", "-c", edit])
+class PlugstackSwitch:
+    """The plugin line of the cached plugstack.conf in some pods, commented in or out from the
+    host through /proc/PID/root. srun and each slurmstepd read the file afresh, so the next
+    step sees the switch; a podman exec per switch would take a few hundred milliseconds and
+    load the machine between the two runs of a pair."""
+
+    def __init__(self, sandbox: Sandbox, pods: list[str]) -> None:
+        self.files: dict[Path, str] = {}
+        for pod in pods:
+            pid = sandbox.podman.run(
+                ["inspect", "--format", "{{.State.Pid}}", sandbox.node_container(pod)]
+            ).stdout.strip()
+            for copy in PLUGSTACK_COPIES:
+                path = Path(f"/proc/{pid}/root{copy}")
+                if path.exists():
+                    self.files[path] = path.read_text()
+        if not self.files:
+            raise RuntimeError(f"no plugstack.conf found in {pods}")
+
+    def set(self, enabled: bool) -> None:
+        for path, original in self.files.items():
+            path.write_text(original if enabled else original.replace("\nrequired", "\n#required"))
 
 
-def set_plugstack(sandbox: Sandbox, enabled: bool) -> None:
-    """The plugin on or off on every node and the login node, checked from a task."""
-    pods = [p.name for p in sandbox.current_plan.pods if p.component in ("worker", "login")]
-    edit_plugstack(sandbox, pods, enabled)
-    expected = "jail" if enabled else "pod"
-    if where_tasks_run(sandbox) != expected:
-        raise RuntimeError(
-            f"plugstack.conf edit did not take effect: tasks do not run on {expected}"
-        )
+class Allocation:
+    """One node held by a job of the sandbox user, for steps timed in ``shell``."""
+
+    def __init__(self, shell: LoginShell, node: str) -> None:
+        self.shell = shell
+        granted = "sed -n 's/.*allocation \\([0-9]*\\).*/\\1/p'"
+        self.job = shell.run(f"salloc -N1 -w {node} --no-shell --time=60 2>&1 | {granted}")
+        if not self.job.isdigit():
+            raise RuntimeError(f"salloc on {node} gave no job id")
+
+    def step(self, options: str = "", command: str = "true") -> str:
+        return f"srun --jobid {self.job} --overlap {options} {command}".replace("  ", " ")
+
+    def release(self) -> None:
+        self.shell.run(f"scancel {self.job}")
 
 
-def paired_plugin_overhead_ms(sandbox: Sandbox, node: str, pairs: int) -> float:
-    """Median of (with plugin - without) for one `srun -w node true` each, back to back, the
-    plugin switched on the login node and ``node`` between them (order alternating)."""
-    pods = [sandbox.pod_of("login"), node]
-    command = f"srun -w {node} true"
-    differences = []
+def paired_ms(
+    shell: LoginShell, pairs: int, first: Callable[[], str], second: Callable[[], str]
+) -> tuple[float, list[float], list[float]]:
+    """Median of (time of first - time of second) over back-to-back pairs, the order
+    alternating; each callable readies its run (a switch, say) and gives the command. Drift
+    in the host's load cancels within a pair, so a small difference shows through the noise."""
+    times: dict[int, list[float]] = {0: [], 1: []}
     for pair in range(pairs):
-        timed = {}
-        for enabled in (True, False) if pair % 2 else (False, True):
-            edit_plugstack(sandbox, pods, enabled)
-            timed[enabled] = srun_times_ms(sandbox, command, 1)[0]
-        differences.append(timed[True] - timed[False])
-    edit_plugstack(sandbox, pods, True)
-    return statistics.median(differences)
+        for which in (0, 1) if pair % 2 == 0 else (1, 0):
+            times[which].append(shell.timed_ms((first, second)[which]()))
+    differences = [a - b for a, b in zip(times[0], times[1], strict=True)]
+    return statistics.median(differences), times[0], times[1]
 
 
-def plugin_series(sandbox: Sandbox, rounds: int, runs: int) -> dict[str, list[float]]:
-    """`srun true` with the plugin, with `--no-jail`, and without the plugin, interleaved in
-    rounds whose order alternates, so that drift over the run (a growing job table, the host's
-    other work) weighs on all three alike."""
-    series: dict[str, list[float]] = {"with": [], "no_jail": [], "without": []}
+TRACING = Path("/sys/kernel/tracing")
+# srun, slurmstepd and the task by name; their threads (and slurmd's, sackd's) by the names
+# Slurm gives them.
+STEP_PROCESSES = " || ".join(
+    [
+        'comm == "srun"',
+        'comm == "slurmstepd"',
+        'comm == "true"',
+        'comm ~ "worker*"',
+        'comm ~ "acctg*"',
+        'comm == "watch"',
+    ]
+)
 
-    def with_plugin() -> None:
-        series["with"] += srun_times_ms(sandbox, "srun true", runs)
-        series["no_jail"] += srun_times_ms(sandbox, "srun --no-jail true", runs)
 
-    def without_plugin() -> None:
-        set_plugstack(sandbox, enabled=False)
-        series["without"] += srun_times_ms(sandbox, "srun true", runs)
-        set_plugstack(sandbox, enabled=True)
+def step_cpu_ms(shell: LoginShell, command: str, runs: int) -> float:
+    """CPU time per run of ``command`` spent by srun, slurmstepd, the task and the daemons'
+    threads that serve them (STEP_PROCESSES), from the
+    kernel's scheduler accounting (sched_stat_runtime): unlike wall time, waiting on the
+    network or on other work of the host is not in it."""
+    if not (TRACING / "trace").exists():
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACING)], check=True)
+    event = TRACING / "events/sched/sched_stat_runtime"
+    (event / "filter").write_text(STEP_PROCESSES)
+    (TRACING / "trace").write_text("")
+    was_on = (TRACING / "tracing_on").read_text().strip()
+    buffer_kb = (TRACING / "buffer_size_kb").read_text().split()[0]
+    (TRACING / "buffer_size_kb").write_text("16384")  # per CPU; none of a block is dropped
+    (TRACING / "tracing_on").write_text("1")
+    (event / "enable").write_text("1")
+    try:
+        for _ in range(runs):
+            shell.run(f"{command} >/dev/null")
+    finally:
+        (event / "enable").write_text("0")
+        (event / "filter").write_text("0")
+        (TRACING / "tracing_on").write_text(was_on)
+    overruns = sum(
+        int(line.split()[1])
+        for stats in (TRACING / "per_cpu").glob("cpu*/stats")
+        for line in stats.read_text().splitlines()
+        if line.startswith("overrun:")
+    )
+    (TRACING / "buffer_size_kb").write_text(buffer_kb)
+    runtime_ns = sum(
+        int(match) for match in re.findall(r"runtime=(\d+)", (TRACING / "trace").read_text())
+    )
+    (TRACING / "trace").write_text("")
+    if runtime_ns == 0 or overruns:
+        raise RuntimeError(f"the kernel's trace lost events ({overruns}) or recorded none")
+    return runtime_ns / 1e6 / runs
 
-    for round_ in range(rounds):
-        for step in (
-            (with_plugin, without_plugin) if round_ % 2 == 0 else (without_plugin, with_plugin)
-        ):
-            step()
-    return series
+
+def plugin_figures(sandbox: Sandbox, node: str) -> dict[str, float]:
+    """What the jail plugin adds to a step, on steps in an allocation held on ``node`` (the
+    plugin runs once per step; a new job per run would add the scheduler's noise and no
+    plugin work)."""
+    switch = PlugstackSwitch(sandbox, [sandbox.pod_of("login"), node])
+    shell = LoginShell(sandbox)
+    allocation = Allocation(shell, node)
+    figures: dict[str, float] = {}
+    try:
+        switch.set(False)
+        if shell.run(allocation.step(command=WHERE_TASKS_RUN)) != "pod":
+            raise RuntimeError("with the plugin line commented out, a task still sees the jail")
+        switch.set(True)
+        if shell.run(allocation.step(command=WHERE_TASKS_RUN)) != "jail":
+            raise RuntimeError("tasks do not enter the jail: the plugin is not active")
+        for _ in range(5):  # warm caches on both sides
+            shell.run(allocation.step())
+
+        def with_plugin() -> str:
+            switch.set(True)
+            return allocation.step()
+
+        def without_plugin() -> str:
+            switch.set(False)
+            return allocation.step()
+
+        overhead, with_times, without_times = paired_ms(shell, 300, with_plugin, without_plugin)
+        without = statistics.median(without_times)
+        figures["srun_true_median_ms_with_plugin"] = statistics.median(with_times)
+        figures["srun_true_median_ms_without_plugin"] = without
+        figures["srun_plugin_overhead_paired_ms"] = overhead
+        figures["srun_plugin_overhead_paired_percent"] = 100 * overhead / without
+
+        cpu = {True: 0.0, False: 0.0}
+        for block in range(10):  # alternating blocks of 20 steps
+            enabled = block % 2 == 0
+            switch.set(enabled)
+            cpu[enabled] += step_cpu_ms(shell, allocation.step(), 20) / 5
+        figures["step_cpu_ms_with_plugin"] = cpu[True]
+        figures["step_cpu_ms_without_plugin"] = cpu[False]
+        figures["plugin_cpu_overhead_ms"] = cpu[True] - cpu[False]
+
+        switch.set(True)
+        entry, _, no_jail_times = paired_ms(
+            shell, 200, allocation.step, lambda: allocation.step("--no-jail")
+        )
+        figures["srun_true_median_ms_no_jail"] = statistics.median(no_jail_times)
+        figures["jail_entry_paired_ms"] = entry
+        figures["jail_entry_paired_percent"] = 100 * entry / statistics.median(no_jail_times)
+    finally:
+        switch.set(True)
+        allocation.release()
+        shell.close()
+    return figures
 
 
 def cold_start_seconds(sandbox: Sandbox) -> float:
@@ -160,9 +292,6 @@ def cold_start_seconds(sandbox: Sandbox) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack-file", type=Path, default=ROOT / "tests/cluster/Pulumi.itest.yaml")
-    parser.add_argument(
-        "--rounds", type=int, default=4, help="interleaved rounds of 25 runs per plugin series"
-    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp())
     stack_file = work / args.stack_file.name
@@ -195,22 +324,8 @@ def main() -> None:
         times = srun_times_ms(sandbox, "srun -N2 true", 50)
         print(f"srun_n2_true_median_ms: {statistics.median(times):.0f}")
 
-        if where_tasks_run(sandbox) != "jail":
-            raise RuntimeError("tasks do not enter the jail: the plugin is not active")
-        series = plugin_series(sandbox, rounds=args.rounds, runs=25)
-        with_plugin, no_jail, without = (
-            statistics.median(series[key]) for key in ("with", "no_jail", "without")
-        )
-        print(f"srun_true_median_ms_with_plugin: {with_plugin:.0f}")
-        print(f"srun_true_median_ms_without_plugin: {without:.0f}")
-        print(f"srun_true_median_ms_no_jail: {no_jail:.0f}")
-        print(f"srun_plugin_overhead_percent: {100 * (with_plugin - without) / without:.1f}")
-        entry = paired_difference_ms(sandbox, "srun true", "srun --no-jail true", 200)
-        print(f"jail_entry_paired_ms: {entry:.1f}")
-        print(f"jail_entry_paired_percent: {100 * entry / no_jail:.1f}")
-        overhead = paired_plugin_overhead_ms(sandbox, workers[0], 100)
-        print(f"srun_plugin_overhead_paired_ms: {overhead:.1f}")
-        print(f"srun_plugin_overhead_paired_percent: {100 * overhead / without:.1f}")
+        for name, value in plugin_figures(sandbox, workers[0]).items():
+            print(f"{name}: {value:.{0 if name.startswith('srun_true') else 1}f}")
     finally:
         sandbox.down(delete_data=True)
         shutil.rmtree(work, ignore_errors=True)
