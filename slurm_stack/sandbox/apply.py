@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from slurm_stack.sandbox.claims import ensure_claim
+from slurm_stack.sandbox.exec_probes import ExecProbes
 from slurm_stack.sandbox.plan import (
     LAST_PHASE,
     PHASES,
@@ -284,6 +285,7 @@ class Applier:
         self._states: dict[str, str] | None = None  # see _states_for
         self._started_since_states = False
         self._states_lock = threading.Lock()
+        self.exec_probes = ExecProbes(self._main_pid)
 
     # -- pods ---------------------------------------------------------------------------------
 
@@ -387,7 +389,7 @@ class Applier:
         deadline = time.monotonic() + max(probe.period * probe.failures, 30)
         next_restart_check = time.monotonic() + RESTART_CHECK_PERIOD
         while time.monotonic() < deadline:
-            if self._probe_passes(pod, name, probe):
+            if self._probe_passes(pod, container, name, probe):
                 return
             # Each podman call costs a CPU's fraction of a second: asked less often than the
             # probe, which decides how soon a ready pod is seen.
@@ -407,14 +409,23 @@ class Applier:
             f"{max(probe.period * probe.failures, 30):g}s:\n" + self.podman.logs(name)
         )
 
-    def _probe_passes(self, pod: Pod, name: str, probe: Probe) -> bool:
+    def _probe_passes(self, pod: Pod, container: Container, name: str, probe: Probe) -> bool:
         if probe.port is not None:
             try:
                 with socket.create_connection((pod.ip, probe.port), timeout=1):
                     return True
             except OSError:
                 return False
-        return self.podman.exec(name, probe.command, timeout=10).returncode == 0
+        return self.exec_probes.passes(
+            name, probe.command, user=container.user, group=container.group
+        )
+
+    def _main_pid(self, name: str) -> int | None:
+        """The host PID of a container's main process; None while it does not run."""
+        pid = self.podman.run(
+            ["inspect", "--format", "{{.State.Pid}}", name], check=False
+        ).stdout.strip()
+        return int(pid) if pid.isdigit() and int(pid) > 0 else None
 
     def start_pod(self, plan: Plan, pod: Pod, print_fingerprint: str) -> None:
         """Create a pod and start its containers in Kubernetes order; wait until it is ready
