@@ -470,6 +470,14 @@ def test_unusual_but_valid_kubernetes_input_is_accepted(changes):
 
 # Lines Slurm's parser takes that look unusual (slurm_stack/spec/slurm_options.py).
 SLURM_LINES_VALID = [
+    pytest.param(
+        {
+            "topology": {"rootSwitch": "spine"},
+            "workerPools[0].switch": "leaf-a",
+            "workerPools[1].switch": "leaf-a",
+        },
+        id="pools-sharing-a-leaf-switch",
+    ),
     pytest.param({"controller.slurmConfExtra": ["maxjobcount=500k"]}, id="any-case-and-K"),
     pytest.param({"controller.slurmConfExtra": ["Prolog=/a", "Prolog=/b"]}, id="array-key-twice"),
     pytest.param(
@@ -586,6 +594,58 @@ def bad(changes: dict[str, Any], path: str, fragment: str, count: int = 1, *, id
 
 
 INVALID = [
+    # ---- network topology
+    bad(
+        {"topology": {}, "workerPools[0].switch": "leaf-a"},
+        "workerPools[1].switch",
+        "required with `topology`: the leaf switch of this pool's nodes",
+        id="topology-without-a-pools-switch",
+    ),
+    bad(
+        {"workerPools[0].switch": "leaf-a"},
+        "workerPools[0].switch",
+        "a switch needs `topology`",
+        id="switch-without-topology",
+    ),
+    bad(
+        {
+            "topology": {"rootSwitch": "leaf-a"},
+            "workerPools[0].switch": "leaf-a",
+            "workerPools[1].switch": "leaf-b",
+        },
+        "workerPools[0].switch",
+        "'leaf-a' is topology.rootSwitch",
+        id="pool-on-the-root-switch",
+    ),
+    bad(
+        {
+            "slurmVersion": "24.11",
+            "topology": {},
+            "workerPools[0].switch": "leaf-a",
+            "workerPools[1].switch": "leaf-b",
+        },
+        "topology",
+        "needs Slurm 25.05 or newer, where a dynamic node joins its switch as it registers",
+        id="topology-on-24.11",
+    ),
+    bad(
+        {"topology": {}, "workerPools[0].switch": "Leaf_A", "workerPools[1].switch": "leaf-b"},
+        "workerPools[0].switch",
+        "DNS label",
+        id="switch-not-a-dns-label",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["TopologyPlugin=topology/tree"]},
+        "controller.slurmConfExtra[0]",
+        "TopologyPlugin is set by slurm-stack; configure it through topology",
+        id="topology-plugin-by-hand",
+    ),
+    bad(
+        {"workerPools[0].nodeConfExtra": ["Topology=default:leaf-a"]},
+        "workerPools[0].nodeConfExtra[0]",
+        "comes from the pool's switch",
+        id="node-topology-by-hand",
+    ),
     # ---- what the jail plugin can hold per node
     bad(
         {"workerPools[0].submounts": [_empty(f"s{i}", f"/s{i}") for i in range(33)]},
@@ -938,9 +998,10 @@ INVALID = [
         id="partition-option-of-the-other-version",
     ),
     bad(
-        {"slurmVersion": "24.11", "workerPools[0].nodeConfExtra": ["topology=default"]},
+        {"slurmVersion": "24.11", "workerPools[0].nodeConfExtra": ["suspendtime=60"]},
         "workerPools[0].nodeConfExtra[0]",
-        "'topology' is not a node option (NodeName line) Slurm 24.11 knows; Slurm 26.05 knows it",
+        "'suspendtime' is not a node option (NodeName line) Slurm 24.11 knows; "
+        "Slurm 26.05 knows it",
         id="node-option-of-the-other-version-any-case",
     ),
     bad(
@@ -2040,7 +2101,7 @@ INVALID = [
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
         "directory, healthChecks, images, jail, labels, login, metrics, name, namespace, "
-        "networkPolicy, partitions, siteScripts, slurmVersion, workerPools",
+        "networkPolicy, partitions, siteScripts, slurmVersion, topology, workerPools",
         id="unknown-top-level-key",
     ),
     bad(

@@ -132,6 +132,9 @@ def full_config() -> dict[str, Any]:
         "jobSubmitLua": "function slurm_job_submit(j, p, u)\n\treturn slurm.SUCCESS\nend\n",
         "cliFilterLua": "function slurm_cli_pre_submit(options, offset)\n\treturn 0\nend\n",
     }
+    cluster["topology"] = {"rootSwitch": "spine"}
+    for i, pool in enumerate(cluster["workerPools"]):
+        pool["switch"] = f"leaf-{i}"
     return cluster
 
 

@@ -542,6 +542,13 @@ class WorkerPool(TypedDict, total=False):
     )
     placement: NotRequired[Placement]
     """Node selector and tolerations of the pool's pods."""
+    switch: NotRequired[str]
+    (
+        "The leaf network switch the pool's nodes hang off, under `topology.rootSwitch`: each node "
+        "joins it as it registers (`slurmd --conf Topology=`), and jobs that span nodes are placed "
+        "on as few switches as they fit (`--switches` bounds it). Required when `topology` is set; "
+        "pools may share a switch."
+    )
 
 
 class Partition(TypedDict, total=False):
@@ -829,6 +836,14 @@ class Cgroups(TypedDict, total=False):
     )
 
 
+class Topology(TypedDict, total=False):
+    """Network topology for job placement: Slurm's topology/tree, with each pool's nodes on a
+    leaf switch (`workerPools[].switch`) under one root switch."""
+
+    root_switch: NotRequired[str]
+    """The switch every pool's leaf switch hangs off; not a pool's switch. Default: `root`."""
+
+
 class Directory(TypedDict, total=False):
     """Users and groups from an LDAP directory (RFC 2307: posixAccount, posixGroup). sssd beside
     slurmctld, every slurmd and every sshd resolves them, and so does every login session and
@@ -1044,6 +1059,12 @@ class SlurmClusterArgs(TypedDict, total=False):
     """Node health checks and the NCCL benchmark."""
     cgroups: NotRequired[Cgroups]
     """Slurm's cgroup enforcement."""
+    topology: NotRequired[Topology]
+    (
+        "Network topology for placing jobs that span nodes (topology/tree; Slurm 25.05 or newer, "
+        "where dynamic nodes join their switch as they register); unset: none (Slurm's flat "
+        "topology)."
+    )
     directory: NotRequired[Directory]
     (
         "An LDAP directory whose users and groups can log in and run jobs beside the declared "

@@ -14,6 +14,7 @@ from slurm_stack.render.slurm import (
     render_gres_conf,
     render_plugstack_conf,
     render_slurm_conf,
+    render_topology_conf,
     submount_binds,
     submount_staging_path,
 )
@@ -30,6 +31,7 @@ def slurm_config_files(spec: ClusterSpec) -> dict[str, str]:
         "gres.conf": render_gres_conf(spec),
         "plugstack.conf": render_plugstack_conf(spec),
         "slurm.conf": render_slurm_conf(spec),
+        **({"topology.conf": topology} if (topology := render_topology_conf(spec)) else {}),
         **site_files(spec),
     }
 

@@ -191,12 +191,34 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
         )
     if spec.controller.metrics.enabled and at_least(spec.slurm_version, "25.11"):
         sections.append(("Metrics", [("MetricsType", "metrics/openmetrics")]))
+    if spec.topology:
+        sections.append(
+            (
+                "Network topology (topology.conf): each dynamic node joins its pool's switch "
+                "as it registers",
+                [("TopologyPlugin", "topology/tree")],
+            )
+        )
     return sections
 
 
 def render_cgroup_conf(spec: ClusterSpec) -> str:
     """cgroup.conf: enforcement only when the stack asks for it (privileged slurmd)."""
     return render_template("cgroup.conf.j2", cluster=spec.name, cgroups=spec.cgroups.enforce)
+
+
+def render_topology_conf(spec: ClusterSpec) -> str | None:
+    """topology.conf: the root switch over every pool's leaf switch, each leaf declared
+    without nodes; a dynamic node joins its leaf as it registers (node_conf's Topology=).
+    None without a topology."""
+    if not spec.topology:
+        return None
+    leaves = sorted({pool.switch for pool in spec.worker_pools if pool.switch})
+    lines = [f"# topology.conf rendered by slurm-stack for cluster {spec.name}."]
+    lines += [f"SwitchName={leaf}" for leaf in leaves]
+    root = f"SwitchName={spec.topology.root_switch}"
+    lines.append(f"{root} Switches={','.join(leaves)}" if leaves else root)
+    return "\n".join(lines) + "\n"
 
 
 def render_gres_conf(spec: ClusterSpec) -> str:
@@ -269,6 +291,9 @@ def node_conf(pool: WorkerPool) -> str:
         gres_type = f"{pool.gpu_type}:" if pool.gpu_type else ""
         parts.append(f"Gres=gpu:{gres_type}{pool.gpus}")
     parts.append(f"Weight={pool.weight}")
+    if pool.switch:
+        # The topology.conf topology is named "default"; the leaf exists there already.
+        parts.append(f"Topology=default:{pool.switch}")
     extra_keys = {key_of(line).lower() for line in pool.node_conf_extra}
     memory, cpus = pool.real_memory, pool.cpus
     if memory is not None and "realmemory" not in extra_keys:

@@ -713,6 +713,11 @@ class WorkerPool(SpecModel):
     pods; by default the pods wait for them."""
     placement: Placement = Field(default_factory=Placement)
     """Node selector and tolerations of the pool's pods."""
+    switch: DnsLabel | None = None
+    """The leaf network switch the pool's nodes hang off, under `topology.rootSwitch`: each
+    node joins it as it registers (`slurmd --conf Topology=`), and jobs that span nodes are
+    placed on as few switches as they fit (`--switches` bounds it). Required when `topology`
+    is set; pools may share a switch."""
 
     @relation(
         "resources.limits.memory",
@@ -1194,6 +1199,14 @@ class Directory(SpecModel):
     """The LDAP attribute that holds a user's SSH public keys (openssh-lpk's by default)."""
 
 
+class Topology(SpecModel):
+    """Network topology for job placement: Slurm's topology/tree, with each pool's nodes on
+    a leaf switch (`workerPools[].switch`) under one root switch."""
+
+    root_switch: DnsLabel = "root"
+    """The switch every pool's leaf switch hangs off; not a pool's switch."""
+
+
 class Cgroups(SpecModel):
     """Cgroup enforcement; when on, slurmd containers must run privileged (documented)."""
 
@@ -1413,6 +1426,10 @@ class ClusterSpec(SpecModel):
     """Node health checks and the NCCL benchmark."""
     cgroups: Cgroups = Field(default_factory=Cgroups)
     """Slurm's cgroup enforcement."""
+    topology: Topology | None = None
+    """Network topology for placing jobs that span nodes (topology/tree; Slurm 25.05 or
+    newer, where dynamic nodes join their switch as they register); unset: none (Slurm's
+    flat topology)."""
     directory: Directory | None = None
     """An LDAP directory whose users and groups can log in and run jobs beside the declared
     users; unset: none."""

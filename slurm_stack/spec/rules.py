@@ -61,6 +61,7 @@ OWNED_SLURM_CONF_KEYS = {
         "MetricsType": "controller.metrics.enabled",
         "Epilog": "slurm-stack (it removes each job's private /tmp and leftover processes)",
         "DisableRootJobs": "jail.allowRootJobs",
+        "TopologyPlugin": "topology (and each pool's switch)",
     }.items()
 }
 
@@ -74,6 +75,7 @@ OWNED_NODE_CONF_KEYS = {
     "nodeaddr": "the pod's address",
     "port": "slurm-stack (slurmd listens on SlurmdPort 6818, which Services and probes use)",
     "gresconf": "the pool's gpus / gpuType (slurm-stack writes gres.conf)",
+    "topology": "the pool's switch (and topology)",
 }
 
 # Options of a partition's line that its own fields (or slurm-stack) set.
@@ -240,6 +242,13 @@ def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                 f"to the nodes; slurmVersion is {version} (use 26.05, or do the work in a "
                 "prolog script)",
             )
+    if _get(raw, "topology") is not None and not at_least(version, "25.05"):
+        yield SpecIssue(
+            "topology",
+            f"needs Slurm 25.05 or newer, where a dynamic node joins its switch as it "
+            f"registers (slurmd --conf Topology=); slurmVersion is {version} (use 26.05, or "
+            "leave topology unset)",
+        )
     parameters = _get(_get(controller, "scheduler", {}), "parameters", [])
     for i, parameter in enumerate(parameters if isinstance(parameters, list) else []):
         if (
@@ -251,6 +260,31 @@ def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                 join_path("controller", "scheduler", "parameters", i),
                 f"requeue_delay needs Slurm 26.05 or newer; slurmVersion is {version} (before "
                 "26.05 a requeued job waits AuthInfo's cred_expire, 120 s by default)",
+            )
+
+
+def pools_have_switches(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """With a topology, every pool names its leaf switch (a node outside the topology would
+    not be placed with the others), and no pool's switch is the root; without one, no pool
+    names a switch."""
+    topology = _get(raw, "topology")
+    root = _get(topology, "rootSwitch", "root") if isinstance(topology, dict) else None
+    for i, pool in _items(raw, "workerPools"):
+        switch = _get(pool, "switch")
+        path = join_path("workerPools", i, "switch")
+        if topology is None and switch is not None:
+            yield SpecIssue(path, "a switch needs `topology` (topology: {} at least)")
+        elif topology is not None and switch is None:
+            yield SpecIssue(
+                path,
+                "required with `topology`: the leaf switch of this pool's nodes (a DNS label, "
+                "such as leaf-1)",
+            )
+        elif topology is not None and switch == root:
+            yield SpecIssue(
+                path,
+                f"'{switch}' is topology.rootSwitch; a pool's nodes hang off a leaf switch "
+                "below it",
             )
 
 
@@ -601,6 +635,7 @@ RULES: tuple[Rule, ...] = (
     partitions_know_their_pools,
     node_count_fits,
     version_specific_options,
+    pools_have_switches,
     slurm_lines,
     owned_lines_not_overridden,
     site_scripts_own_their_keys,

@@ -159,6 +159,10 @@ def boot_stack(
         cluster_config["slurmVersion"] = version
         if version == "24.11":  # slurmctld serves no metrics before 25.11: the exporter alone
             cluster_config.get("controller", {}).pop("metrics", None)
+            # Dynamic nodes join a switch as they register from 25.05 (the spec refuses it).
+            cluster_config.pop("topology", None)
+            for pool in cluster_config.get("workerPools", []):
+                pool.pop("switch", None)
     stack_file = directory / f"Pulumi.{cluster_config['name']}.yaml"
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     sandbox = Sandbox(stack_file, state_base=SANDBOX_STATE)
