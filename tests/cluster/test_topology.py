@@ -51,7 +51,7 @@ def test_each_node_is_on_its_pools_leaf_switch(cluster: Cluster) -> None:
     assert int(root["Level"]) > int(switches["leaf-cpu"]["Level"])
 
 
-def test_a_one_switch_job_lands_on_one_leaf_and_a_wider_one_spans_them(cluster: Cluster) -> None:
+def test_a_one_switch_job_lands_on_one_leaf(cluster: Cluster) -> None:
     _needs_topology(cluster)
     # With itest-cpu-0 taken, the only two free nodes on one leaf are the gpu pool's; without
     # the topology any two would do, such as itest-cpu-1 and a gpu node.
@@ -61,9 +61,6 @@ def test_a_one_switch_job_lands_on_one_leaf_and_a_wider_one_spans_them(cluster: 
         job = _submit(cluster, "-p main -N2 --switches=1 --wrap 'sleep 1'")
         assert cluster.wait_job(job) == "COMPLETED"
         assert _job_nodes(cluster, job) == {"itest-gpu-0", "itest-gpu-1"}
-        wide = _submit(cluster, "-p main -N3 --wrap 'sleep 1'")
-        assert cluster.wait_job(wide) == "COMPLETED"
-        assert _job_nodes(cluster, wide) == {"itest-cpu-1", "itest-gpu-0", "itest-gpu-1"}
     finally:
         cluster.login(f"scancel {blocker}")
         wait_for(f"job {blocker} to end", lambda: cluster.job_state(blocker) != "RUNNING")
