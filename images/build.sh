@@ -37,7 +37,7 @@ fi
 
 base="$registry/base:$tag"
 podman build --pull=never --build-arg SUITE="$suite" -t "$base" base
-for component in controller accounting munge; do
+for component in controller accounting munge rest; do
   podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" "$component"
 done
 # These copy the chroot plugin or the health checks, so their context is the repository root.
@@ -48,4 +48,4 @@ done
 podman build --pull=never --build-arg BASE="$base" -t "$registry/sssd:$tag" sssd
 podman build --pull=never --build-arg SUITE="$suite" -t "$registry/jail:$tag" -f jail/Containerfile .
 podman build --pull=never --build-arg SUITE="$suite" -t "$registry/mariadb:$tag" mariadb
-echo "build.sh: built $registry/{base,controller,worker,login,accounting,munge,ops,sssd,jail,mariadb}:$tag" >&2
+echo "build.sh: built $registry/{base,controller,worker,login,accounting,munge,rest,ops,sssd,jail,mariadb}:$tag" >&2

@@ -52,6 +52,7 @@ def _images_exist(slurm_version: str) -> bool:
         "login",
         "accounting",
         "munge",
+        "rest",
         "ops",
         "sssd",
         "jail",
