@@ -17,6 +17,7 @@ RESERVED_POOL_NAMES = frozenset(
         "ssh",
         "state",
         "services",
+        "rest",
     }
 )
 
@@ -38,6 +39,16 @@ def accounting_name(cluster: str) -> str:
 def database_name(cluster: str) -> str:
     """Embedded MariaDB StatefulSet and Service name."""
     return f"{cluster}-mariadb"
+
+
+def rest_api_name(cluster: str) -> str:
+    """The REST API's Deployment, Service and ServiceAccount."""
+    return f"{cluster}-rest"
+
+
+def jwt_key_secret_name(cluster: str) -> str:
+    """The Secret holding the key that signs and checks the REST API's tokens."""
+    return f"{cluster}-jwt-key"
 
 
 def login_name(cluster: str) -> str:

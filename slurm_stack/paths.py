@@ -33,6 +33,9 @@ SSH_AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized-keys"  # the users ConfigMap, in 
 USERS_DIR = "/etc/slurm-stack/users"  # the users ConfigMap, in the users Job
 SSHD_CONFIG_DIR = "/etc/ssh/slurm-stack"
 DB_PASSWORD_DIR = "/run/secrets/slurmdbd"
+# The REST API's JWT signing key, in slurmctld and slurmdbd pods only (AuthAltParameters).
+JWT_KEY_DIR = "/run/secrets/jwt"
+JWT_KEY_FILE = "jwt_hs256.key"
 SSSD_CONFIG_DIR = "/etc/sssd"  # where the sssd sidecar puts its private copy of the Secret
 SSSD_SECRET_DIR = "/run/secrets/sssd"  # the sssd Secret, in the sssd sidecar
 SSS_PIPES_DIR = "/var/lib/sss/pipes"  # sssd's sockets, shared by the pod and bound into the jail
@@ -61,6 +64,7 @@ SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SSH_PORT = 22
 MYSQL_PORT = 3306
+SLURMRESTD_PORT = 6820  # slurmrestd's customary port (Slurm's rest_quickstart guide)
 # SrunPortRange: srun, salloc and sattach listen here for slurmctld and slurmstepd (the
 # NetworkPolicies open it). slurm.conf(5) asks for 1000 or more ports and gives this example;
 # one srun takes 4, plus 2 for every 48 nodes beyond the first 48, plus 1 with --pty.
@@ -70,6 +74,7 @@ SRUN_PORT_RANGE = (60001, 63000)
 SLURM_UID = 64030
 SLURM_USER = "slurm"  # SlurmUser
 MUNGE_UID = 64031
+SLURMRESTD_UID = 64032  # the rest image's slurmrestd user
 MARIADB_UID = 999
 
 ENTRYPOINT = f"{PROJECT_LIB_DIR}/entrypoint"

@@ -49,4 +49,5 @@ def run() -> SlurmCluster:
     pulumi.export("sshCommand", cluster.ssh_command)
     pulumi.export("configHash", cluster.config_hash)
     pulumi.export("slurmVersion", cluster.slurm_version)
+    pulumi.export("restApiUrl", cluster.rest_api_url)
     return cluster

@@ -151,6 +151,9 @@ SLURM_FLOWS: list[tuple[str, str, Any, str]] = [
     ("exporter", "controller", {6817}, "the metrics exporter's sinfo, squeue, sdiag"),
     ("exporter", "accounting", {6819}, "the metrics exporter's sacctmgr ping and sacct"),
     (ANY_POD, "exporter", {9341}, "a scraper -> the exporter's /metrics"),
+    ("rest", "controller", {6817}, "slurmrestd's requests, each with its caller's token"),
+    ("rest", "accounting", {6819}, "slurmrestd's slurmdb/ requests"),
+    (ANY_POD, "rest", {6820}, "portals, CI systems, sessions -> slurmrestd"),
     ("controller", "worker", {6818}, "slurmctld -> slurmd: launch, ping, signal, terminate"),
     ("login", "worker", ANY_PORT, "srun's launch, sbcast, sstat -> slurmd; port forwards"),
     ("worker", "worker", ANY_PORT, "slurmd fan-out, srun in batch scripts, MPI/NCCL tasks"),
@@ -170,7 +173,7 @@ METRICS_FLOWS = [(ANY_POD, "controller", {6817}, "a scraper -> slurmctld's /metr
 # Every port the cluster's pods listen on, SrunPortRange's ends and what lies just outside it,
 # and ports a job might open (torch.distributed, Jupyter).
 PROBE_PORTS = (
-    22, 3306, 6817, 6818, 6819, 9341, 60000, 60001, 61234, 63000, 63001, 8888, 29500,
+    22, 3306, 6817, 6818, 6819, 6820, 9341, 60000, 60001, 61234, 63000, 63001, 8888, 29500,
 )  # fmt: skip
 OUTSIDE = [
     Peer("internet", None, ip="198.51.100.7"),
@@ -315,7 +318,7 @@ def test_the_probe_covers_every_port_a_pod_listens_on(itest_run: ProgramRun) -> 
         for container in template["spec"]["containers"]
         for port in container.get("ports", [])
     }
-    assert listened == {22, 3306, 6817, 6818, 6819, 9341}
+    assert listened == {22, 3306, 6817, 6818, 6819, 6820, 9341}
     assert listened <= set(PROBE_PORTS)
 
 

@@ -104,6 +104,7 @@ def test_the_schema_is_typed_and_documented(schema: dict[str, Any]) -> None:
         "configHash",
         "loginEndpoint",
         "namespace",
+        "restApiUrl",
         "slurmVersion",
         "sshCommand",
     ]

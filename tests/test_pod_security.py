@@ -71,6 +71,7 @@ EXPECTED = {
     "jail": ("baseline", "populate-jail runs as root to write the jail's root filesystem"),
     "nccl-benchmark": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
     "exporter": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
+    "rest": ("restricted", "slurmrestd runs as its own user with no capabilities"),
     "worker": ("privileged", "slurmd enters the jail: SYS_ADMIN, AppArmor Unconfined"),
     "login": ("privileged", "sshd enters the jail: SYS_ADMIN, AppArmor Unconfined"),
 }

@@ -173,6 +173,7 @@ def test_exports(dev_run: ProgramRun) -> None:
         "sshCommand": "ssh -p 30022 alice@<address-of-a-node-running-a-login-pod>",
         "configHash": config_map.inputs["metadata"]["name"].removeprefix("dev-slurm-config-"),
         "slurmVersion": "26.05",
+        "restApiUrl": "",  # the dev stack runs no REST API
     }
     assert not dev_run.secret_outputs
 

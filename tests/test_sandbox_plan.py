@@ -27,8 +27,25 @@ WORKLOADS = ("apps/v1:StatefulSet", "apps/v1:Deployment", "batch/v1:Job")
 SANDBOX_ONLY_WAITS = {"worker": {"reconfigure"}}
 
 
-def test_pods_start_after_what_the_program_makes_them_depend_on(dev_run: ProgramRun) -> None:
+@pytest.fixture(scope="module")
+def rest_dev_run() -> ProgramRun:
+    """The dev stack with the REST API, so that every component of STARTS_AFTER runs."""
+    import yaml
+
+    from slurm_stack.offline import run_program
+    from slurm_stack.program import run
+    from tests.conftest import DEV_STACK
+
+    config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
+    config["restApi"] = {"enabled": True}
+    return run_program(run, config={"slurm-stack:cluster": json.dumps(config)})
+
+
+def test_pods_start_after_what_the_program_makes_them_depend_on(
+    rest_dev_run: ProgramRun,
+) -> None:
     """STARTS_AFTER is the program's dependsOn graph between workloads, read by component."""
+    dev_run = rest_dev_run
     component_of = {
         r.urn: r.inputs["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
         for kind in WORKLOADS
@@ -51,10 +68,11 @@ def test_pods_in_start_order(dev_plan: Plan) -> None:
     assert phase["dev-mariadb"] == phase["dev-populate-jail"] == 0
     assert phase["dev-accounting"] == 1 and phase["dev-controller"] == 2
     # The exporter, the pool's update Job and the config push once the controller runs; the
-    # login pod and the users Job once the jail is populated too.
-    for name in ("dev-exporter", "dev-pool-update", "dev-reconfigure", "dev-login", "dev-users"):
+    # login pod once the jail is populated too.
+    for name in ("dev-exporter", "dev-pool-update", "dev-reconfigure", "dev-login"):
         assert phase[name] == 3, name
     assert phase["dev-cpu"] == 4  # last: after its pool's update Job and the config push
+    assert phase["dev-users"] == 4  # after the config push too (components/cluster.py)
     assert [pod.phase for pod in dev_plan.pods] == sorted(pod.phase for pod in dev_plan.pods)
     assert len({pod.ip for pod in dev_plan.pods}) == len(dev_plan.pods)
 

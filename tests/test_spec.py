@@ -594,6 +594,43 @@ def bad(changes: dict[str, Any], path: str, fragment: str, count: int = 1, *, id
 
 
 INVALID = [
+    # ---- the REST API
+    bad(
+        {"controller.slurmConfExtra": ["AuthAltTypes=auth/jwt"]},
+        "controller.slurmConfExtra[0]",
+        "AuthAltTypes is set by slurm-stack; configure it through restApi (auth/jwt)",
+        id="jwt-by-hand",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["AuthAltParameters=jwt_key=/etc/key"]},
+        "controller.slurmConfExtra[0]",
+        "AuthAltParameters is set by slurm-stack; configure it through restApi",
+        id="jwt-key-by-hand",
+    ),
+    bad(
+        {"restApi": {"enabled": True, "replicas": 0}},
+        "restApi.replicas",
+        "greater than or equal to 1",
+        id="rest-api-without-replicas",
+    ),
+    bad(
+        {"restApi": {"keyGeneration": 0}},
+        "restApi.keyGeneration",
+        "greater than or equal to 1",
+        id="key-generation-zero",
+    ),
+    bad(
+        {"restApi": {"enable": True}},
+        "restApi.enable",
+        "unknown key; valid keys here: enabled, keyGeneration, placement, replicas, resources",
+        id="rest-api-misspelt",
+    ),
+    bad(
+        {"workerPools[0].name": "rest"},
+        "workerPools[0].name",
+        "rest",
+        id="pool-named-like-the-rest-api",
+    ),
     # ---- network topology
     bad(
         {"topology": {}, "workerPools[0].switch": "leaf-a"},
@@ -2101,7 +2138,7 @@ INVALID = [
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
         "directory, healthChecks, images, jail, labels, login, metrics, name, namespace, "
-        "networkPolicy, partitions, siteScripts, slurmVersion, topology, workerPools",
+        "networkPolicy, partitions, restApi, siteScripts, slurmVersion, topology, workerPools",
         id="unknown-top-level-key",
     ),
     bad(

@@ -41,6 +41,7 @@ def full_config() -> dict[str, Any]:
                 "munge",
                 "jail",
                 "ops",
+                "rest",
                 "sssd",
                 "mariadb",
             )
@@ -131,6 +132,16 @@ def full_config() -> dict[str, Any]:
         "files": [{"name": "site.json", "content": '{"a": 1}'}],
         "jobSubmitLua": "function slurm_job_submit(j, p, u)\n\treturn slurm.SUCCESS\nend\n",
         "cliFilterLua": "function slurm_cli_pre_submit(options, offset)\n\treturn 0\nend\n",
+    }
+    cluster["restApi"] = {
+        "enabled": True,
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}},
+        "placement": {
+            "nodeSelector": {"pool": "services"},
+            "tolerations": [
+                {"key": "services", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}
+            ],
+        },
     }
     cluster["topology"] = {"rootSwitch": "spine"}
     for i, pool in enumerate(cluster["workerPools"]):

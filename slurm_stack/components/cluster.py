@@ -14,6 +14,7 @@ from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.login import LoginPool
 from slurm_stack.components.metrics import Metrics
 from slurm_stack.components.network import NetworkPolicies
+from slurm_stack.components.rest_api import RestApi
 from slurm_stack.components.secrets import ClusterSecrets
 from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.components.users import Users
@@ -53,6 +54,9 @@ class SlurmCluster(pulumi.ComponentResource):
     """Hash of the Slurm config files; it names their ConfigMap and the reconfigure Job."""
     slurm_version: pulumi.Output[str]
     """The Slurm release the cluster runs, e.g. `26.05`."""
+    rest_api_url: pulumi.Output[str]
+    """The REST API's in-cluster URL, `http://<name>-rest.<namespace>.svc...:6820`, with
+    `restApi.enabled`; else empty."""
 
     def __init__(
         self,
@@ -118,11 +122,39 @@ class SlurmCluster(pulumi.ComponentResource):
             *secrets.secrets,
             *guard,
         ]
+        # Runs once per config: after the controller has rolled onto it, push it to slurmds.
+        reconfigure_account = register(
+            ServiceAccount,
+            f"{name}-reconfigure-service-account",
+            service_account(spec, "reconfigure"),
+            child_options(self),
+        )
+        reconfigure = register(
+            Job,
+            by_content(f"{name}-reconfigure", config_hash),
+            reconfigure_job(spec, config_name, config_hash),
+            child_options(
+                self,
+                depends_on=[controller.statefulset, reconfigure_account],
+                timeout=TIMEOUTS["reconfigure"],
+                previously=f"{name}-reconfigure",
+            ),
+        )
         users = Users(
             f"{name}-users",
             spec,
             config_name,
-            [config, controller.statefulset, jail.populated, *secrets.secrets, *slurm_ready],
+            # After the config push: slurmdbd sends the accounts' changes to slurmctld, and
+            # Slurm 24.11 deadlocks when they meet slurmctld restarting itself on the push
+            # (slurmdbd waits on the new slurmctld, which waits on slurmdbd to register).
+            [
+                config,
+                controller.statefulset,
+                jail.populated,
+                reconfigure,
+                *secrets.secrets,
+                *slurm_ready,
+            ],
             opts=here,
         )
         login = LoginPool(f"{name}-login", spec, [*before_nodes, users.config_map], opts=here)
@@ -148,24 +180,6 @@ class SlurmCluster(pulumi.ComponentResource):
             )
             WorkerPool(f"{name}-{pool.name}", spec, pool, [*before_nodes, update], opts=here)
 
-        # Runs once per config: after the controller has rolled onto it, push it to slurmds.
-        reconfigure_account = register(
-            ServiceAccount,
-            f"{name}-reconfigure-service-account",
-            service_account(spec, "reconfigure"),
-            child_options(self),
-        )
-        register(
-            Job,
-            by_content(f"{name}-reconfigure", config_hash),
-            reconfigure_job(spec, config_name, config_hash),
-            child_options(
-                self,
-                depends_on=[controller.statefulset, reconfigure_account],
-                timeout=TIMEOUTS["reconfigure"],
-                previously=f"{name}-reconfigure",
-            ),
-        )
         if spec.nccl_enabled:
             HealthChecks(f"{name}-health", spec, config_name, [controller.statefulset], opts=here)
         if spec.metrics.enabled:
@@ -178,6 +192,20 @@ class SlurmCluster(pulumi.ComponentResource):
                 [controller.statefulset, *exporter_after, *guard],
                 opts=here,
             )
+
+        # Without the REST API the output is empty: a stack program may export it either way.
+        self.rest_api_url = pulumi.Output.from_input("")
+        if spec.rest_api.enabled:
+            rest = RestApi(
+                f"{name}-rest-api",
+                spec,
+                config_name,
+                # slurmctld and slurmdbd load the key before slurmrestd asks them anything;
+                # it resolves users from the populated jail's /etc.
+                [controller.statefulset, jail.populated, *slurm_ready, *secrets.secrets, *guard],
+                opts=here,
+            )
+            self.rest_api_url = rest.url
 
         user = spec.login.users[0].name if spec.login.users else "root"
         self.namespace = pulumi.Output.from_input(spec.namespace)
@@ -192,6 +220,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 "sshCommand": self.ssh_command,
                 "configHash": self.config_hash,
                 "slurmVersion": self.slurm_version,
+                "restApiUrl": self.rest_api_url,
             }
         )
 

@@ -5,6 +5,7 @@ import pulumi_random as random
 import pulumi_tls as tls
 from pulumi_kubernetes.core.v1 import Secret
 
+from slurm_stack import naming, paths
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.k8s.accounting import (
     DB_COMPONENT,
@@ -16,11 +17,13 @@ from slurm_stack.k8s.accounting import (
 from slurm_stack.k8s.common import metadata, munge_key_secret_name
 from slurm_stack.k8s.directory import sssd_secret_name
 from slurm_stack.k8s.login import host_keys_secret_name
+from slurm_stack.k8s.rest_api import jwt_key_annotations
 from slurm_stack.render.directory import sssd_secret_files
 from slurm_stack.spec import DB_PASSWORD_CONFIG_KEY, SpecError, SpecIssue
 from slurm_stack.spec.models import ClusterSpec
 
 AUTH_KEY_BYTES = 1024
+JWT_KEY_BYTES = 64  # HS256: a key as long as SHA-256's block (RFC 2104, section 3)
 DB_PASSWORD_LENGTH = 32
 HOST_KEY_ALGORITHMS = {
     "ed25519": {"algorithm": "ED25519"},
@@ -45,6 +48,8 @@ class ClusterSecrets(pulumi.ComponentResource):
     ):
         super().__init__("slurm-stack:index:ClusterSecrets", name, None, opts)
         self.secrets = [self._auth_key(name, spec), self._host_keys(name, spec)]
+        if spec.rest_api.enabled:
+            self.secrets.append(self._jwt_key(name, spec))
         if spec.directory is not None:
             self.secrets.append(self._sssd_config(name, spec, ldap_bind_password))
         if spec.accounting.enabled:
@@ -66,6 +71,28 @@ class ClusterSecrets(pulumi.ComponentResource):
             "data": {file_name: key.base64},
         }
         return register(Secret, f"{name}-auth-key", manifest, child_options(self))
+
+    def _jwt_key(self, name: str, spec: ClusterSpec) -> Secret:
+        """The key that signs and checks the REST API's tokens. Pulumi keeps it across updates;
+        a new `restApi.keyGeneration` replaces it."""
+        key = random.RandomBytes(
+            f"{name}-jwt-key",
+            length=JWT_KEY_BYTES,
+            keepers={"generation": str(spec.rest_api.key_generation)},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        manifest = {
+            # The generation names the key: a new one is a new key (the sandbox reads it so).
+            "metadata": metadata(
+                spec,
+                naming.jwt_key_secret_name(spec.name),
+                "rest",
+                annotations=jwt_key_annotations(spec)["annotations"],
+            ),
+            "type": "Opaque",
+            "data": {paths.JWT_KEY_FILE: key.base64},
+        }
+        return register(Secret, f"{name}-jwt-key", manifest, child_options(self))
 
     def _host_keys(self, name: str, spec: ClusterSpec) -> Secret:
         files: dict[str, pulumi.Output[str]] = {}

@@ -23,6 +23,7 @@ from slurm_stack.k8s.common import (
     volume_claim,
 )
 from slurm_stack.k8s.identity import pod_identity
+from slurm_stack.k8s.rest_api import jwt_key_annotations, jwt_key_mounts, jwt_key_volumes
 from slurm_stack.render import database_endpoint
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.quantity import to_mebibytes
@@ -275,6 +276,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                 else []
             ),
             *auth_mounts(spec, sack_dir="/run/slurmdbd"),
+            *jwt_key_mounts(spec),
         ],
         resources=resources(spec.accounting.resources),
         securityContext=non_root(paths.SLURM_UID),
@@ -293,7 +295,10 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
             "template": {
-                "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
+                "metadata": {
+                    "labels": metadata(spec, name, COMPONENT)["labels"],
+                    **jwt_key_annotations(spec),
+                },
                 "spec": {
                     **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
@@ -319,6 +324,7 @@ def slurmdbd_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                             else []
                         ),
                         *auth_volumes(spec, sack=True),
+                        *jwt_key_volumes(spec),
                     ],
                 },
             },

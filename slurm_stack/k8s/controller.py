@@ -25,6 +25,7 @@ from slurm_stack.k8s.common import (
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
 from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume
+from slurm_stack.k8s.rest_api import jwt_key_annotations, jwt_key_mounts, jwt_key_volumes
 from slurm_stack.k8s.site_files import site_files_mounts, site_files_volumes
 from slurm_stack.render.site_scripts import slurmctld_script_files
 from slurm_stack.spec.models import ClusterSpec
@@ -86,6 +87,7 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
             # Only for users and groups (the image resolves them from the jail's /etc).
             {"name": "jail", "mountPath": paths.JAIL_DIR, "readOnly": True},
             *auth_mounts(spec, sack_dir="/run/slurmctld"),
+            *jwt_key_mounts(spec),
             *sss_pipes_mounts(spec),  # directory users' names for accounting and limits
             *site_scripts_mounts(scripts),
             *site_files_mounts(spec),
@@ -113,7 +115,10 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
             "updateStrategy": dict(ROLLING_UPDATE),
             "selector": {"matchLabels": selector_labels(spec, COMPONENT)},
             "template": {
-                "metadata": {"labels": metadata(spec, name, COMPONENT)["labels"]},
+                "metadata": {
+                    "labels": metadata(spec, name, COMPONENT)["labels"],
+                    **jwt_key_annotations(spec),
+                },
                 "spec": {
                     **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
@@ -133,6 +138,7 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
                         run_volume(),
                         jail_volume(spec, read_only=True),
                         *auth_volumes(spec, sack=True),
+                        *jwt_key_volumes(spec),
                         *sssd_volumes(spec),
                     ],
                 },

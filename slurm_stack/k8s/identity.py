@@ -26,6 +26,7 @@ _NAMES = {
     "pool-update": lambda cluster: f"{cluster}-pool-update",
     "nccl-benchmark": lambda cluster: f"{cluster}-nccl-benchmark",
     "exporter": lambda cluster: f"{cluster}-exporter",
+    "rest": naming.rest_api_name,
 }
 
 

@@ -53,6 +53,11 @@ def client_jobs(spec: ClusterSpec) -> tuple[str, ...]:
     )
 
 
+def rest_api(spec: ClusterSpec) -> tuple[str, ...]:
+    """The REST API's component, when it runs: a client of slurmctld and slurmdbd."""
+    return ("rest",) if spec.rest_api.enabled else ()
+
+
 def flows(spec: ClusterSpec) -> list[Flow]:
     """Every connection the cluster's pods accept, and who opens it."""
     accounting = spec.accounting.enabled
@@ -62,11 +67,11 @@ def flows(spec: ClusterSpec) -> list[Flow]:
     out = [
         # slurmctld: slurmd registers and fetches its config (configless), as does sackd on
         # login pods; clients everywhere (srun, sbatch, scontrol, sinfo, sacctmgr …), the
-        # Jobs' among them; slurmdbd pushes association and QOS updates to it.
+        # Jobs' and slurmrestd among them; slurmdbd pushes association and QOS updates to it.
         Flow(
             "controller",
             paths.SLURMCTLD_PORT,
-            ("login", "worker", *jobs, *(("accounting",) if accounting else ())),
+            ("login", "worker", *jobs, *rest_api(spec), *(("accounting",) if accounting else ())),
         ),
         # slurmd: slurmctld launches, pings and signals.
         Flow("worker", paths.SLURMD_PORT, ("controller",)),
@@ -93,13 +98,14 @@ def flows(spec: ClusterSpec) -> list[Flow]:
     if accounting:
         # slurmdbd: slurmctld sends accounting; sacct, sacctmgr and sreport run on login pods,
         # in jobs on worker pods, and in the users Job (sacctmgr).
-        # The exporter asks slurmdbd too (sacctmgr ping, sacct for the NCCL verdicts).
+        # The exporter asks slurmdbd too (sacctmgr ping, sacct for the NCCL verdicts), as does
+        # slurmrestd for the slurmdb/ endpoints.
         exporter = ("exporter",) if spec.metrics.enabled else ()
         out.append(
             Flow(
                 "accounting",
                 paths.SLURMDBD_PORT,
-                ("controller", "login", "worker", "users", *exporter),
+                ("controller", "login", "worker", "users", *exporter, *rest_api(spec)),
             )
         )
         if spec.accounting.mode == "embedded":
@@ -108,6 +114,10 @@ def flows(spec: ClusterSpec) -> list[Flow]:
     if spec.metrics.enabled:
         # The exporter's /metrics: its scraper runs in a namespace of its own.
         out.append(Flow("exporter", EXPORTER_PORT, any_pod=True))
+    if spec.rest_api.enabled:
+        # slurmrestd: its callers (portals, CI systems, login sessions, jobs) may run in any
+        # namespace; each request carries its own token.
+        out.append(Flow("rest", paths.SLURMRESTD_PORT, any_pod=True))
     if spec.controller.metrics.enabled and at_least(spec.slurm_version, "25.11"):
         # slurmctld serves /metrics on its own port (doc/html/metrics.shtml); a scraper such
         # as Prometheus runs in a namespace of its own.

@@ -10,6 +10,7 @@ Secret-ness is not decided here; the engine marks outputs secret the way the Pul
 import base64
 import copy
 import hashlib
+import json
 import random
 import string
 import uuid
@@ -96,7 +97,10 @@ def _kubernetes(type_: str, name: str, urn: str, inputs: Outputs) -> tuple[str, 
 
 
 def _random_bytes(_: str, urn: str, inputs: Outputs) -> Outputs:
-    data = _derived_bytes(urn, "bytes", int(inputs["length"]))
+    # The provider replaces the resource, with new bytes, when its keepers change.
+    keepers = inputs.get("keepers") or {}
+    purpose = "bytes" + (json.dumps(keepers, sort_keys=True) if keepers else "")
+    data = _derived_bytes(urn, purpose, int(inputs["length"]))
     return {"base64": base64.b64encode(data).decode(), "hex": data.hex()}
 
 

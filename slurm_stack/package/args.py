@@ -77,6 +77,8 @@ class Images(TypedDict, total=False):
         "Full reference of the image of the cluster's Jobs (reconfigure, users, NCCL benchmark); "
         "unset: `<registry>/ops:<tag>`."
     )
+    rest: NotRequired[str]
+    ("Full reference of the slurmrestd image, used with `restApi`; unset: `<registry>/rest:<tag>`.")
     sssd: NotRequired[str]
     (
         "Full reference of the sssd sidecar image, used with a `directory`; unset: "
@@ -1010,6 +1012,29 @@ class SiteScripts(TypedDict, total=False):
     )
 
 
+class RestApi(TypedDict, total=False):
+    """Slurm's REST API (slurmrestd) with JSON Web Tokens: a Deployment and its Service
+    (docs/rest-api.md)."""
+
+    enabled: NotRequired[bool]
+    (
+        "Run slurmrestd and accept tokens (`auth/jwt` beside the cluster's `auth`): users get one "
+        "with `scontrol token` on a login node and send it with each request. Default: false."
+    )
+    replicas: NotRequired[int]
+    """slurmrestd pods behind the `<name>-rest` Service; each keeps no state. Default: 1."""
+    key_generation: NotRequired[int]
+    (
+        "The generation of the key that signs tokens. Raise it by one to replace the key: every "
+        "token issued before stops working, and slurmctld and slurmdbd restart onto the new key. "
+        "Default: 1."
+    )
+    resources: NotRequired[Resources]
+    """Requests and limits of each slurmrestd container."""
+    placement: NotRequired[Placement]
+    """Where slurmrestd pods may run: node selector, tolerations, affinity."""
+
+
 class SlurmClusterArgs(TypedDict, total=False):
     """Arguments of a SlurmCluster: the cluster spec, as under `slurm-stack:cluster` in stack
     config, and the passwords (secrets)."""
@@ -1076,6 +1101,8 @@ class SlurmClusterArgs(TypedDict, total=False):
     """The metrics exporter, ServiceMonitors, alerts and dashboard."""
     site_scripts: NotRequired[SiteScripts]
     """The site's Prolog/Epilog scripts and job_submit/cli_filter Lua plugins."""
+    rest_api: NotRequired[RestApi]
+    """Slurm's REST API with token authentication (off by default)."""
     db_password: NotRequired[pulumi.Input[str]]
     (
         "Password of the external accounting database's user (a secret): needed with "

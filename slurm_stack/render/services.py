@@ -2,6 +2,7 @@
 
 from slurm_stack import naming, paths
 from slurm_stack.render.environment import render_template
+from slurm_stack.render.slurm import jwt_auth
 from slurm_stack.spec.fields import key_of
 from slurm_stack.spec.models import ClusterSpec
 
@@ -68,6 +69,7 @@ def render_slurmdbd_conf(spec: ClusterSpec) -> str:
         "slurmdbd.conf.j2",
         cluster=spec.name,
         auth=spec.auth,
+        jwt=jwt_auth(spec),
         port=paths.SLURMDBD_PORT,
         run_dir=paths.SLURM_RUN_DIR,
         db=database_endpoint(spec),

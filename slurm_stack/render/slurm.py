@@ -80,6 +80,17 @@ def scheduler_parameters(spec: ClusterSpec) -> list[str]:
     return parameters
 
 
+def jwt_auth(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """With the REST API, slurmctld and slurmdbd also accept JSON Web Tokens signed with the
+    generated key (doc/html/jwt.shtml); only those two daemons load AuthAltTypes."""
+    if not spec.rest_api.enabled:
+        return []
+    return [
+        ("AuthAltTypes", "auth/jwt"),
+        ("AuthAltParameters", f"jwt_key={paths.JWT_KEY_DIR}/{paths.JWT_KEY_FILE}"),
+    ]
+
+
 def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
     cluster, namespace = spec.name, spec.namespace
     enforce = spec.cgroups.enforce
@@ -101,6 +112,7 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                 ("SlurmdUser", "root"),
                 ("AuthType", f"auth/{spec.auth}"),
                 ("CredType", f"cred/{spec.auth}"),
+                *jwt_auth(spec),
                 ("StateSaveLocation", paths.STATE_SAVE_DIR),
                 ("SlurmdSpoolDir", paths.SLURMD_SPOOL_DIR),
                 ("SlurmctldPidFile", f"{paths.SLURM_RUN_DIR}/slurmctld.pid"),

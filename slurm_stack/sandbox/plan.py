@@ -1,8 +1,8 @@
 """What podman runs for a rendered stack: pods, containers, files and host names.
 
 Everything Kubernetes does that podman does not is translated here, in one place:
-- a StatefulSet's replicas become pods named `<name>-<ordinal>`; a Deployment's single pod is
-  named `<name>-0` (Kubernetes would add a random suffix);
+- a StatefulSet's replicas become pods named `<name>-<ordinal>`, and so do a Deployment's
+  (Kubernetes would give those a random suffix);
 - a Service becomes a host entry: `<svc>.<ns>.svc` names the IP of the first pod it selects
   (Kubernetes gives it a virtual IP that balances over all of them), and pods of headless
   Services also get `<pod>.<svc>.<ns>.svc`;
@@ -55,8 +55,9 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - pods start as Pulumi creates them, each component as soon as the components it depends on
   are ready (`STARTS_AFTER`: database, slurmdbd, controller; the jail's copy from the start;
   the pools' update Jobs and the config Job after the controller; login, the metrics exporter
-  and the users Job once the jail is populated too; workers last); what stays different: the
-  pools also wait for the config Job (Pulumi would run it while they roll);
+  and slurmrestd once the jail is populated too, the users Job after the config Job; workers
+  last); what stays different: the pools also wait for the config Job (Pulumi would run it
+  while they roll);
 - the stack's outputs of the last `up` that succeeded are kept (`outputs.json`) and given
   back to the program as the engine gives them (`readStackOutputs`: its deployed
   slurmVersion); `sandbox down` does not run the program, as `pulumi destroy` does not;
@@ -67,6 +68,9 @@ Everything Kubernetes does that podman does not is translated here, in one place
   (the operator follows the Services' endpoints as pods come and go), and rules are
   evaluated every 10 s (the operator's default is 30 s);
 - a probe's port given by name is the container port of that name, as the kubelet reads it;
+- readiness and startup probes gate `up` as they gate a rollout; what stays different:
+  liveness probes are not run, so a daemon that hangs stays hung where the kubelet would
+  restart its container after the probe's failures;
 - an exec probe runs in the container's namespaces, root, working directory and environment,
   as its runAsUser and runAsGroup (`exec_probes.py`, through nsenter, milliseconds where a
   podman exec costs a quarter of a CPU second); what stays different: the probe process is
@@ -119,9 +123,10 @@ STARTS_AFTER: dict[str, tuple[str, ...]] = {
     "jail": (),  # only its claim and ServiceAccount: it copies while the services start
     "pool-update": ("controller",),  # marks the pools' nodes before their pods take a template
     "reconfigure": ("controller",),
+    "rest": ("controller", "accounting", "jail"),  # a client of both; users from the jail
     "exporter": ("controller", "jail"),  # it mounts the health checks' results in the jail
     "login": ("controller", "jail"),
-    "users": ("controller", "jail", "accounting"),
+    "users": ("controller", "jail", "accounting", "reconfigure"),
     # Pulumi starts the reconfigure Job once the controller is updated, so on Kubernetes it
     # runs while the pools still roll (a version change: beside older slurmds); here the pools
     # wait for it, so that it meets every older slurmd, the case that must work.
@@ -235,6 +240,9 @@ class Pod:
     # podManagementPolicy: how the sandbox rolls a template change (see Applier).
     statefulset: str = ""
     ordered_ready: bool = False
+    # The pod template's annotations: like any change to the template, a changed one rolls
+    # the pod (the fingerprint covers every field).
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -291,7 +299,7 @@ def plan(
         (f"{m['metadata']['name']}-{i}", m, False)
         for kind in ("StatefulSet", "Deployment")
         for m in by_kind.get(kind, [])
-        for i in range(m["spec"].get("replicas", 1) if kind == "StatefulSet" else 1)
+        for i in range(m["spec"].get("replicas", 1))
     ] + [(m["metadata"]["name"], m, True) for m in by_kind.get("Job", [])]
     statefulsets = {m["metadata"]["name"]: m for m in by_kind.get("StatefulSet", [])}
     # A CronJob's pod runs only when asked (`sandbox run-cronjob`): the sandbox has no clock.
@@ -354,6 +362,9 @@ def plan(
                 schedule=schedules.get(name),
                 memory_dirs=tuple(sorted(memory_dirs.items())),
                 projected_dirs=tuple(sorted(projected_dirs.items())),
+                annotations=tuple(
+                    sorted(template.get("metadata", {}).get("annotations", {}).items())
+                ),
                 **_statefulset_of(workload, statefulsets),
             )
         )

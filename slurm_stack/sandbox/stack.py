@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from slurm_stack.k8s.rest_api import KEY_GENERATION_ANNOTATION
 from slurm_stack.offline import manifests, validate_manifests
 from slurm_stack.offline.engine import run_program
 from slurm_stack.sandbox.state import SandboxState
@@ -115,7 +116,9 @@ RENDERED_SECRET_COMPONENTS = frozenset({"directory"})
 
 
 def keep_secrets(documents: list[Manifest], path: Path) -> list[Manifest]:
-    """Generated Secrets get the data they had at the first apply; new ones are recorded."""
+    """Generated Secrets get the data they had at the first apply; new ones are recorded. A
+    Secret with a new generation annotation (the JWT key's) holds a new value: the program
+    replaced what generates it."""
     kept: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
     out = []
     for document in documents:
@@ -125,6 +128,9 @@ def keep_secrets(documents: list[Manifest], path: Path) -> list[Manifest]:
             if component in RENDERED_SECRET_COMPONENTS:
                 data = _base64_data(document)
             else:
+                annotations = document["metadata"].get("annotations", {})
+                if (generation := annotations.get(KEY_GENERATION_ANNOTATION)) is not None:
+                    name = f"{name}@{generation}"
                 data = kept.setdefault(name, _base64_data(document))
             document = {**document, "data": data}
             document.pop("stringData", None)

@@ -197,6 +197,9 @@ class Images(SpecModel):
     ops: ImageRef | None = None
     """Full reference of the image of the cluster's Jobs (reconfigure, users, NCCL benchmark);
     unset: `<registry>/ops:<tag>`."""
+    rest: ImageRef | None = None
+    """Full reference of the slurmrestd image, used with `restApi`; unset:
+    `<registry>/rest:<tag>`."""
     sssd: ImageRef | None = None
     """Full reference of the sssd sidecar image, used with a `directory`; unset:
     `<registry>/sssd:<tag>`."""
@@ -1166,6 +1169,28 @@ class ClusterMetrics(SpecModel):
             )
 
 
+class RestApi(SpecModel):
+    """Slurm's REST API (slurmrestd) with JSON Web Tokens: a Deployment and its Service
+    (docs/rest-api.md)."""
+
+    enabled: bool = False
+    """Run slurmrestd and accept tokens (`auth/jwt` beside the cluster's `auth`): users get one
+    with `scontrol token` on a login node and send it with each request."""
+    replicas: int = Field(default=1, ge=1, le=10)
+    """slurmrestd pods behind the `<name>-rest` Service; each keeps no state."""
+    key_generation: int = Field(default=1, ge=1)
+    """The generation of the key that signs tokens. Raise it by one to replace the key: every
+    token issued before stops working, and slurmctld and slurmdbd restart onto the new key."""
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "50m", "memory": "64Mi"}, limits={"memory": "512Mi"}
+        )
+    )
+    """Requests and limits of each slurmrestd container."""
+    placement: Placement = Field(default_factory=Placement)
+    """Where slurmrestd pods may run: node selector, tolerations, affinity."""
+
+
 LdapUri = Annotated[str, Field(pattern=r"^ldaps?://[A-Za-z0-9.:\[\]-]+(:[0-9]{1,5})?/?$")]
 DistinguishedName = Annotated[str, Field(pattern=r"^[^=,\n]+=[^\n]+$", max_length=512)]
 LdapAttribute = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,63}$")]
@@ -1439,6 +1464,8 @@ class ClusterSpec(SpecModel):
     """The metrics exporter, ServiceMonitors, alerts and dashboard."""
     site_scripts: SiteScripts = Field(default_factory=SiteScripts)
     """The site's Prolog/Epilog scripts and job_submit/cli_filter Lua plugins."""
+    rest_api: RestApi = Field(default_factory=RestApi)
+    """Slurm's REST API with token authentication (off by default)."""
 
     @field_validator("slurm_version", mode="before")
     @classmethod

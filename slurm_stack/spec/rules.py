@@ -42,6 +42,8 @@ OWNED_SLURM_CONF_KEYS = {
         "SchedulerParameters": "controller.scheduler.parameters",
         "AuthType": "cluster.auth",
         "CredType": "cluster.auth",
+        "AuthAltTypes": "restApi (auth/jwt)",
+        "AuthAltParameters": "restApi (the generated JWT key)",
         "SlurmctldParameters": "slurm-stack (configless + dynamic nodes)",
         "MaxNodeCount": "controller.maxNodeCount",
         "NodeName": "workerPools (dynamic nodes)",

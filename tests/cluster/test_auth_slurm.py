@@ -3,7 +3,7 @@
 slurm.key comes from its Secret; slurmctld, slurmdbd, sackd and the Jobs read SlurmUser's
 in-memory copy, slurmd the Secret itself. The cluster runs jobs from the login node with
 accounting, and neither a job nor a login session can read the key at any path where a pod
-mounts it.
+mounts it. The REST API's tokens work beside auth/slurm as beside munge.
 """
 
 from collections.abc import Iterator
@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down
+from tests.cluster.test_rest_api import curl, latest
 
 KEY_VOLUMES = ("auth-key", "slurm-key")
 
@@ -25,6 +26,7 @@ def slurm_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     config["partitions"] = [{"name": "main", "default": True}]
     config["healthChecks"] = {"quick": {"intervalSeconds": 10}, "nccl": {"enabled": False}}
     del config["jail"]["submounts"]
+    config["restApi"]["replicas"] = 1
     cluster = boot_stack(document, tmp_path_factory.mktemp("authslurm"), 2)
     yield cluster
     tear_down(cluster)
@@ -76,3 +78,10 @@ def test_no_job_or_login_session_can_read_the_key(slurm_auth: Cluster) -> None:
     worker = slurm_auth.sandbox.pod_of("worker")
     owner = slurm_auth.node(worker, "stat -L -c '%U %a' /run/secrets/slurm/slurm.key")
     assert slurm_auth.ok(owner).split() == ["root", "400"]
+
+
+def test_the_rest_api_takes_tokens_beside_slurm_auth(slurm_auth: Cluster) -> None:
+    status, diag = curl(slurm_auth, f"/slurm/{latest(slurm_auth)}/diag")
+    assert status == 200 and diag["errors"] == [], diag
+    status, accounts = curl(slurm_auth, f"/slurmdb/{latest(slurm_auth)}/accounts")
+    assert status == 200 and accounts["errors"] == [], accounts

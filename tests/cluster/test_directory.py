@@ -10,6 +10,7 @@ logins keep working.
 
 import base64
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from slurm_stack.sandbox.podman import network_create_args
 from slurm_stack.sandbox.session import subnet_for
 from slurm_stack.spec.models import IMAGE_REVISION
 from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down, wait_for
+from tests.cluster.test_rest_api import api_url, latest
 
 HERE = Path(__file__).resolve().parent
 NAME = "ldapdir"
@@ -193,6 +195,7 @@ def directory(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Path]) -
     config["partitions"] = [{"name": "main", "default": True}]
     config["healthChecks"] = {"quick": {"intervalSeconds": 10}, "nccl": {"enabled": False}}
     del config["jail"]["submounts"]
+    config["restApi"]["replicas"] = 1
     version = os.environ.get("SLURM_STACK_TEST_SLURM_VERSION", config["slurmVersion"])
     address = subnet_for(NAME).rsplit(".", 1)[0] + ".5"
     config["directory"] = {
@@ -252,6 +255,20 @@ def test_directory_users_run_jobs_as_themselves_on_every_worker(
     assert {p.stat().st_uid for p in written} == {USERS["lara"]}
     directory.ok_as("lara", keys["lara"], "echo mine > ~/notes")
     assert (home / "notes").stat().st_uid == USERS["lara"]
+
+
+def test_the_rest_api_resolves_directory_users(directory: Cluster, keys: dict[str, Path]) -> None:
+    # slurmrestd resolves the names in a request itself, through its pod's sssd sidecar.
+    url = f"{api_url(directory)}/slurmdb/{latest(directory)}/jobs?users=lara"
+    command = (
+        "curl -sS -H 'X-SLURM-USER-NAME: lara' "
+        '-H "X-SLURM-USER-TOKEN: $(scontrol token | cut -d= -f2)" '
+        f"-w '\\n%{{http_code}}' '{url}'"
+    )
+    body, status = directory.ok_as("lara", keys["lara"], command).rsplit("\n", 1)
+    assert status == "200", body
+    reply = json.loads(body)
+    assert reply["errors"] == [] and {job["user"] for job in reply["jobs"]} == {"lara"}
 
 
 def test_changed_directory_settings_reach_sssd_without_a_restart(
