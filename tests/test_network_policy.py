@@ -368,13 +368,15 @@ def test_ssh_comes_only_from_the_load_balancers_source_ranges_or_the_given_ones(
     }
 
 
-def test_login_and_worker_egress_reaches_all_but_metadata_and_the_api_server() -> None:
+def test_login_worker_and_rest_egress_reaches_all_but_metadata_and_the_api_server() -> None:
     blocked = ["172.20.0.1/32", "10.0.0.0/28", "fd00:10::1/128"]
-    result = run_dev(lambda c: c.update(networkPolicy={"apiServerCidrs": blocked}))
+    result = run_dev(
+        lambda c: c.update(networkPolicy={"apiServerCidrs": blocked}, restApi={"enabled": True})
+    )
     policies = policies_of(result)
     coredns = Peer("coredns", "kube-system", {"k8s-app": "kube-dns"}, "10.244.5.5")
     by_name = {p.name: p for p in pods(result)}
-    for name in ("login", "worker:cpu"):
+    for name in ("login", "worker:cpu", "rest"):
         pod = by_name[name]
 
         def reaches(address: str, port: int, protocol: str = "TCP", pod: Peer = pod) -> bool:

@@ -11,6 +11,7 @@ from slurm_stack import paths
 from slurm_stack.k8s.network import flows
 from slurm_stack.k8s.rest_api import (
     KEY_GENERATION_ANNOTATION,
+    OPENAPI_VERSIONS,
     rest_api_deployment,
     rest_api_service,
 )
@@ -20,8 +21,10 @@ from slurm_stack.render import slurm_config_files
 from slurm_stack.render.services import render_slurmdbd_conf
 from slurm_stack.sandbox.stack import keep_secrets
 from slurm_stack.spec import ClusterSpec, load_spec
+from slurm_stack.spec.versions import SUPPORTED_VERSIONS
 from tests.conftest import DEV_STACK
 from tests.helpers import by_name, containers, kube
+from tests.test_pod_security import pss_level
 
 KEY_PATH = f"{paths.JWT_KEY_DIR}/{paths.JWT_KEY_FILE}"
 
@@ -80,6 +83,10 @@ def test_slurmrestd_runs_unprivileged_with_no_key_and_no_munge() -> None:
     )
     service = rest_api_service(spec)["spec"]
     assert service["ports"] == [{"name": "http", "port": 6820, "targetPort": "http"}]
+
+
+def test_every_supported_release_has_its_openapi_versions() -> None:
+    assert set(OPENAPI_VERSIONS) == set(SUPPORTED_VERSIONS)
 
 
 def test_the_versions_and_content_follow_the_release_and_accounting() -> None:
@@ -168,3 +175,18 @@ def test_the_network_policies_open_what_slurmrestd_uses() -> None:
     assert any("rest" in f.sources for f in by_target["controller"] if f.port == 6817)
     assert any("rest" in f.sources for f in by_target["accounting"] if f.port == 6819)
     assert "rest" not in {f.target for f in flows(load_spec({**_config(), "restApi": {}}))}
+
+
+def test_slurmrestd_pods_are_restricted_and_baseline_with_a_directory() -> None:
+    plain = rest_api_deployment(_spec(), "c")["spec"]["template"]["spec"]
+    assert pss_level(plain) == "restricted"
+    config = _config()
+    config["directory"] = {"uri": "ldaps://ldap.example.org", "baseDn": "dc=example,dc=org"}
+    with_directory = rest_api_deployment(load_spec(config), "c")["spec"]["template"]["spec"]
+    # The sssd sidecar starts as root to copy its Secret (k8s/directory.py).
+    assert [c["name"] for c in with_directory["initContainers"]] == ["sssd"]
+    assert pss_level(with_directory) == "baseline"
+    [slurmrestd] = with_directory["containers"]
+    assert {"name": "sss-pipes", "mountPath": paths.SSS_PIPES_DIR, "readOnly": True} in slurmrestd[
+        "volumeMounts"
+    ]

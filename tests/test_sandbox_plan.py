@@ -6,12 +6,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
-from slurm_stack.offline import ProgramRun, manifests
+from slurm_stack.offline import ProgramRun, manifests, run_program
+from slurm_stack.program import run
 from slurm_stack.sandbox.apply import fingerprint
 from slurm_stack.sandbox.plan import STARTS_AFTER, File, Plan, plan
 from slurm_stack.sandbox.podman import container_create_args, env_file_text
 from slurm_stack.sandbox.seccomp import write_runtime_default_profile
+from tests.conftest import DEV_STACK
 from tests.helpers import kube
 
 STATE = "/var/lib/slurm-stack/sandbox/dev"
@@ -30,12 +33,6 @@ SANDBOX_ONLY_WAITS = {"worker": {"reconfigure"}}
 @pytest.fixture(scope="module")
 def rest_dev_run() -> ProgramRun:
     """The dev stack with the REST API, so that every component of STARTS_AFTER runs."""
-    import yaml
-
-    from slurm_stack.offline import run_program
-    from slurm_stack.program import run
-    from tests.conftest import DEV_STACK
-
     config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
     config["restApi"] = {"enabled": True}
     return run_program(run, config={"slurm-stack:cluster": json.dumps(config)})
@@ -45,13 +42,12 @@ def test_pods_start_after_what_the_program_makes_them_depend_on(
     rest_dev_run: ProgramRun,
 ) -> None:
     """STARTS_AFTER is the program's dependsOn graph between workloads, read by component."""
-    dev_run = rest_dev_run
     component_of = {
         r.urn: r.inputs["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
         for kind in WORKLOADS
-        for r in kube(dev_run, kind)
+        for r in kube(rest_dev_run, kind)
     }
-    resources = {r.urn: r for r in dev_run.resources}
+    resources = {r.urn: r for r in rest_dev_run.resources}
     seen = set()
     for urn, component in component_of.items():
         waits = {component_of[d] for d in resources[urn].dependencies if d in component_of}

@@ -55,7 +55,7 @@ class SlurmCluster(pulumi.ComponentResource):
     slurm_version: pulumi.Output[str]
     """The Slurm release the cluster runs, e.g. `26.05`."""
     rest_api_url: pulumi.Output[str]
-    """The REST API's in-cluster URL, `http://<name>-rest.<namespace>.svc...:6820`, with
+    """The REST API's in-cluster URL, `http://<name>-rest.<namespace>.svc:6820`, with
     `restApi.enabled`; else empty."""
 
     def __init__(

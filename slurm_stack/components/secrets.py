@@ -86,7 +86,7 @@ class ClusterSecrets(pulumi.ComponentResource):
             "metadata": metadata(
                 spec,
                 naming.jwt_key_secret_name(spec.name),
-                "rest",
+                "controller",  # slurmctld's and slurmdbd's: slurmrestd never reads it
                 annotations=jwt_key_annotations(spec)["annotations"],
             ),
             "type": "Opaque",

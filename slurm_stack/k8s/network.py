@@ -53,7 +53,7 @@ def client_jobs(spec: ClusterSpec) -> tuple[str, ...]:
     )
 
 
-def rest_api(spec: ClusterSpec) -> tuple[str, ...]:
+def rest_api_clients(spec: ClusterSpec) -> tuple[str, ...]:
     """The REST API's component, when it runs: a client of slurmctld and slurmdbd."""
     return ("rest",) if spec.rest_api.enabled else ()
 
@@ -71,7 +71,13 @@ def flows(spec: ClusterSpec) -> list[Flow]:
         Flow(
             "controller",
             paths.SLURMCTLD_PORT,
-            ("login", "worker", *jobs, *rest_api(spec), *(("accounting",) if accounting else ())),
+            (
+                "login",
+                "worker",
+                *jobs,
+                *rest_api_clients(spec),
+                *(("accounting",) if accounting else ()),
+            ),
         ),
         # slurmd: slurmctld launches, pings and signals.
         Flow("worker", paths.SLURMD_PORT, ("controller",)),
@@ -105,7 +111,7 @@ def flows(spec: ClusterSpec) -> list[Flow]:
             Flow(
                 "accounting",
                 paths.SLURMDBD_PORT,
-                ("controller", "login", "worker", "users", *exporter, *rest_api(spec)),
+                ("controller", "login", "worker", "users", *exporter, *rest_api_clients(spec)),
             )
         )
         if spec.accounting.mode == "embedded":
@@ -208,7 +214,8 @@ def _blocked(spec: ClusterSpec, version: int) -> list[str]:
 
 def egress_policy(spec: ClusterSpec) -> Manifest:
     """Login sessions and jobs reach every pod and the internet (DNS, pip, datasets), but not
-    the cloud metadata address or the API server."""
+    the cloud metadata address or the API server; nor does slurmrestd, which serves requests
+    from any namespace."""
     everything = []
     for version, cidr in ((4, EVERYWHERE[0]), (6, EVERYWHERE[1])):
         block: Manifest = {"cidr": cidr}
@@ -218,7 +225,7 @@ def egress_policy(spec: ClusterSpec) -> Manifest:
     return {
         "metadata": metadata(spec, policy_name(spec, "user-egress"), "network"),
         "spec": {
-            "podSelector": _pods(spec, USER_COMPONENTS),
+            "podSelector": _pods(spec, (*USER_COMPONENTS, *rest_api_clients(spec))),
             "policyTypes": ["Egress"],
             # Pods by selector (ipBlock is for addresses outside the cluster), the rest by
             # address.

@@ -119,7 +119,8 @@ def rest_api_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
             *sss_pipes_mounts(spec),
         ],
         "resources": resources(spec.rest_api.resources),
-        # No capability: slurmrestd refuses root, SlurmUser and their groups (slurmrestd(8)).
+        # No capability. slurmrestd refuses to run as root, SlurmUser or nobody, or with
+        # their groups (slurmrestd.c, _check_user).
         "securityContext": non_root(paths.SLURMRESTD_UID),
         "readinessProbe": tcp_probe(paths.SLURMRESTD_PORT, period=5),
         "livenessProbe": tcp_probe(paths.SLURMRESTD_PORT, period=30, failures=3),

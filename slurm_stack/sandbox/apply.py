@@ -98,7 +98,10 @@ def network_name(sandbox: str) -> str:
 def fingerprint(pod: Pod, files: list[File], image_ids: tuple[str, ...] = ()) -> str:
     """Changes exactly when what the pod runs, the images it runs (a rebuild under the same
     tag included) or the files it mounts change."""
-    digest = hashlib.sha256(json.dumps(dataclasses.asdict(pod), sort_keys=True).encode())
+    fields = dataclasses.asdict(pod)
+    if not fields["annotations"]:
+        del fields["annotations"]  # pods from before annotations counted keep their fingerprint
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
     digest.update("\0".join(image_ids).encode())
     for file in sorted(files, key=lambda f: f.path):
         digest.update(f"\0{file.path}\0{file.mode}\0".encode() + file.content)

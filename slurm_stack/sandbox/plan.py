@@ -22,6 +22,12 @@ Everything Kubernetes does that podman does not is translated here, in one place
   stays different: the kubelet does that within its sync period (about a minute), the
   sandbox at once on `up`; and the kubelet applies an `fsGroup` to these files' group too,
   the sandbox as well (so sssd's copy-out is exercised);
+- a generated Secret keeps the data of its first apply, as Pulumi keeps a random resource's
+  value, and takes new data when its generation annotation changes (the JWT key's, with
+  `restApi.keyGeneration`, the random resource's `keepers`); what stays different: the mock
+  engine derives a value from the resource's name and keepers, so going back to an earlier
+  generation brings back that generation's key, where Pulumi's random provider would make a
+  new one;
 - env values from `secretKeyRef` are resolved from the rendered Secret (Kubernetes injects them);
 - native sidecars (init containers with restartPolicy Always) start first and keep running,
   other init containers run to completion before the main containers, as in a pod;

@@ -3,7 +3,8 @@
 slurm.key comes from its Secret; slurmctld, slurmdbd, sackd and the Jobs read SlurmUser's
 in-memory copy, slurmd the Secret itself. The cluster runs jobs from the login node with
 accounting, and neither a job nor a login session can read the key at any path where a pod
-mounts it. The REST API's tokens work beside auth/slurm as beside munge.
+mounts it. The REST API, turned on while a job runs, takes tokens beside auth/slurm as beside
+munge, and the job carries on.
 """
 
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down
+from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down, wait_for
 from tests.cluster.test_rest_api import curl, latest
 
 KEY_VOLUMES = ("auth-key", "slurm-key")
@@ -26,7 +27,7 @@ def slurm_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     config["partitions"] = [{"name": "main", "default": True}]
     config["healthChecks"] = {"quick": {"intervalSeconds": 10}, "nccl": {"enabled": False}}
     del config["jail"]["submounts"]
-    config["restApi"]["replicas"] = 1
+    del config["restApi"]  # turned on later, on the running cluster
     cluster = boot_stack(document, tmp_path_factory.mktemp("authslurm"), 2)
     yield cluster
     tear_down(cluster)
@@ -80,8 +81,18 @@ def test_no_job_or_login_session_can_read_the_key(slurm_auth: Cluster) -> None:
     assert slurm_auth.ok(owner).split() == ["root", "400"]
 
 
-def test_the_rest_api_takes_tokens_beside_slurm_auth(slurm_auth: Cluster) -> None:
+def test_the_rest_api_turned_on_later_takes_tokens_and_spares_running_jobs(
+    slurm_auth: Cluster,
+) -> None:
+    running = slurm_auth.ok(slurm_auth.login("sbatch --parsable --wrap 'sleep 20'")).strip()
+    wait_for("the job to run", lambda: slurm_auth.job_state(running) == "RUNNING")
+    slurm_auth.edit_stack(lambda c: c.update(restApi={"enabled": True}))
+    report = slurm_auth.sandbox.up(build=False)
+    # slurmctld and slurmdbd restart onto configs that take tokens; slurmrestd starts.
+    assert {f"{slurm_auth.name}-controller-0", f"{slurm_auth.name}-rest-0"} <= set(report.created)
+
     status, diag = curl(slurm_auth, f"/slurm/{latest(slurm_auth)}/diag")
     assert status == 200 and diag["errors"] == [], diag
     status, accounts = curl(slurm_auth, f"/slurmdb/{latest(slurm_auth)}/accounts")
     assert status == 200 and accounts["errors"] == [], accounts
+    assert slurm_auth.wait_job(running) == "COMPLETED"
