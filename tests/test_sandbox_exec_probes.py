@@ -2,7 +2,9 @@
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,12 @@ def process() -> Iterator[subprocess.Popen[bytes]]:
     child = subprocess.Popen(
         ["sleep", "300"], env={"PATH": "/usr/bin:/bin", "PROBE_MARK": "from-the-container"}
     )
+    # Until the child has exec'd sleep, /proc shows the forked test process's environment.
+    cmdline = Path(f"/proc/{child.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while not cmdline.read_bytes().startswith(b"sleep\0"):
+        assert time.monotonic() < deadline, "the stand-in process did not start"
+        time.sleep(0.01)
     yield child
     child.kill()
     child.wait()
