@@ -221,7 +221,9 @@ def test_missing_gpu_drains_and_restored_gpu_resumes(fake_node: FakeNode) -> Non
 
 
 def test_several_failures_make_one_reason(fake_node: FakeNode) -> None:
-    fake_node.write_config(GPU_CHECKS)
+    # The fixture's XID is logged 86391 s after boot: with the default one-hour window it
+    # would count only on a host up for less than 25 hours, so count every XID since boot.
+    fake_node.write_config(GPU_CHECKS, xid_window_seconds=None)
     fake_node.set(ecc="nvidia-smi-ecc-uncorrectable.csv", dmesg="kmsg-xid79.txt")
     (fake_node.root / "jail" / ".slurm-stack-populated").unlink()
     rc, line, _ = fake_node.run("--node", "dev-gpu-7", own_process=False)
