@@ -71,6 +71,25 @@ static int add_bind(struct jail_config *cfg, const char *value, int read_only, i
 	return 0;
 }
 
+/* container_insecure=HOST[:PORT],...: registry names, passed to the fetch program as given. */
+static int set_registries(struct jail_config *cfg, const char *value, const char *arg, char *err,
+			  size_t err_len)
+{
+	size_t len = strlen(value);
+	char *copy;
+
+	if (!len || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:,[]") !=
+			    len || value[0] == '-')
+		return fail(err, err_len, "'%s': expected HOST[:PORT] names separated by commas", arg);
+	if (len + 1 > sizeof(cfg->strings) - cfg->strings_used)
+		return fail(err, err_len, "'%s': the arguments are too long altogether", arg);
+	copy = cfg->strings + cfg->strings_used;
+	memcpy(copy, value, len + 1);
+	cfg->strings_used += len + 1;
+	cfg->container_insecure = copy;
+	return 0;
+}
+
 /* client=PATH: the node's own file or directory at PATH, read-only, over the jail's copy of
  * it. Tasks then run the Slurm client of the slurmd that started them, whatever Slurm the
  * jail's packages hold; a jail without the path keeps having none. */
@@ -130,6 +149,7 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 	cfg->strings_used = 0;
 	cfg->jail = cfg->spool = cfg->munge = cfg->gpu_driver = cfg->gpus = "";
 	cfg->job_tmp = cfg->job_shm = "";
+	cfg->container_fetch = cfg->container_cache = cfg->container_insecure = "";
 	for (int i = 0; i < argc; i++) {
 		const char *arg = argv[i];
 		const char *eq = strchr(arg, '=');
@@ -158,6 +178,12 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 			rc = add_bind(cfg, value, 1, 0, arg, err, err_len);
 		else if (key_len == 6 && !strncmp(arg, "client", 6))
 			rc = add_client(cfg, value, arg, err, err_len);
+		else if (key_len == 15 && !strncmp(arg, "container_fetch", 15))
+			rc = set_path(cfg, &cfg->container_fetch, value, arg, err, err_len);
+		else if (key_len == 15 && !strncmp(arg, "container_cache", 15))
+			rc = set_path(cfg, &cfg->container_cache, value, arg, err, err_len);
+		else if (key_len == 18 && !strncmp(arg, "container_insecure", 18))
+			rc = set_registries(cfg, value, arg, err, err_len);
 		else if (key_len == 13 && !strncmp(arg, "allow_opt_out", 13)) {
 			if (strcmp(value, "0") && strcmp(value, "1"))
 				return fail(err, err_len, "'%s': allow_opt_out takes 0 or 1", arg);
@@ -166,7 +192,8 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		} else
 			return fail(err, err_len,
 				    "unknown argument '%s' (known: jail=, spool=, munge=, gpu_driver=, gpus=, "
-				    "job_tmp=, job_shm=, submount=, bind=, ro_bind=, client=, allow_opt_out=)", arg);
+				    "job_tmp=, job_shm=, submount=, bind=, ro_bind=, client=, allow_opt_out=, "
+				    "container_fetch=, container_cache=, container_insecure=)", arg);
 		if (rc)
 			return rc;
 	}
@@ -174,5 +201,7 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 		return fail(err, err_len, "%s", "jail=PATH is required");
 	if (strcmp(cfg->jail, "/") == 0)
 		return fail(err, err_len, "%s", "jail=/ would not isolate anything");
+	if (!cfg->container_fetch[0] != !cfg->container_cache[0])
+		return fail(err, err_len, "%s", "container_fetch= and container_cache= go together");
 	return check_user_binds(cfg, err, err_len);
 }

@@ -32,6 +32,9 @@ struct jail_config {
 	const char *job_tmp;    /* job_tmp=DIR: root-only; each job's /tmp is DIR/<job id> */
 	const char *job_shm;    /* job_shm=DIR: the same for each job's /dev/shm */
 	int allow_opt_out;      /* allow_opt_out=1: users may pass --no-jail */
+	const char *container_fetch;    /* container_fetch=PROGRAM: --container-image is offered */
+	const char *container_cache;    /* container_cache=DIR: where PROGRAM unpacks images */
+	const char *container_insecure; /* container_insecure=HOST:PORT,...: plain-HTTP registries */
 	size_t n_binds;
 	struct jail_bind binds[JAIL_MAX_BINDS]; /* submount=, bind=, ro_bind=SRC:DST, client=PATH */
 	size_t strings_used;                    /* must stay the last two fields: not zeroed */

@@ -448,33 +448,128 @@ static int bind_node_local(const struct jail_config *cfg, unsigned int job_id,
 	return 0;
 }
 
-int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct gpu_devices *gpus,
-	       int *gpu_bound)
+/*
+ * What a container sees of the jail: the users' homes (where jobs keep their files and
+ * usually run) and, read-only, its user and group files, so that names resolve as in the
+ * jail. Each source is opened beneath the jail without following a symlink, as every target.
+ */
+static const struct {
+	const char *path;
+	int is_dir, read_only;
+} jail_pieces[] = {{"/home", 1, 0}, {"/etc/passwd", 0, 1}, {"/etc/group", 0, 1}};
+
+static int bind_jail_pieces(int jail_fd)
 {
-	char probe[PATH_MAX];
-	int rc;
+	const uint64_t plain = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+
+	for (size_t i = 0; i < sizeof(jail_pieces) / sizeof(*jail_pieces); i++) {
+		const char *inside = jail_pieces[i].path;
+		char source[64], target[64];
+		int src, dst, err;
+
+		src = open_beneath(jail_fd, inside + 1, O_PATH | (jail_pieces[i].is_dir ? O_DIRECTORY : 0), 0);
+		if (src < 0) {
+			if (errno == ENOENT)
+				continue;
+			return fail("%s in the jail: %s", inside, why(errno));
+		}
+		dst = jail_target(inside, jail_pieces[i].is_dir, 1);
+		if (dst < 0) {
+			close(src);
+			return -1;
+		}
+		fd_path(source, src);
+		fd_path(target, dst);
+		err = mount(source, target, NULL, MS_BIND | MS_REC, NULL) != 0 ? errno : 0;
+		close(src);
+		close(dst);
+		if (err)
+			return fail("bind the jail's %s into the container: %s", inside, strerror(err));
+		if (restrict_mount(inside, jail_pieces[i].is_dir,
+				   plain | (jail_pieces[i].read_only ? MOUNT_ATTR_RDONLY : 0), 1))
+			return -1;
+	}
+	return 0;
+}
+
+/* An image's own files are shared by every job on the node that runs it: read-only, and no
+ * setuid program or device node of the image's works. */
+static int seal_image_root(void)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+	};
+
+	if (mount_setattr(root_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) == 0)
+		return 0;
+	if (errno == ENOSYS) {
+		char target[64];
+
+		fd_path(target, root_fd);
+		if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+			  NULL) == 0)
+			return 0;
+	}
+	return fail("make the image's root read-only: %s", strerror(errno));
+}
+
+/* The mount at `root` becomes `/` of a private mount namespace, with the node-local pieces
+ * and, for a container, the jail's pieces a container sees. */
+static int enter_root(const struct jail_config *cfg, const char *root, int container,
+		      unsigned int job_id, const struct gpu_devices *gpus, int *gpu_bound)
+{
+	int jail_fd = -1, rc;
 
 	*gpu_bound = 0;
-	if (snprintf(probe, sizeof(probe), "%s/etc/passwd", cfg->jail) >= (int)sizeof(probe))
-		return fail("the jail path %s is too long", cfg->jail);
-	if (access(probe, R_OK) != 0)
-		return fail("the jail at %s is not usable (%s: %s)", cfg->jail, probe,
-			    strerror(errno));
 	if (!cfg->job_tmp[0] || !cfg->job_shm[0])
 		return fail("plugstack.conf lacks job_tmp= or job_shm=");
 	if (private_namespace())
 		return -1;
 	in_private_namespace = 1;
-	/* The jail must be a mount point of its own to be moved over `/`. */
-	if (mount(cfg->jail, cfg->jail, NULL, MS_BIND | MS_REC, NULL) != 0)
-		return fail("bind %s onto itself: %s", cfg->jail, strerror(errno));
-	root_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* The root must be a mount point of its own to be moved over `/`. */
+	if (mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0)
+		return fail("bind %s onto itself: %s", root, strerror(errno));
+	root_fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (root_fd < 0)
-		return fail("open %s: %s", cfg->jail, strerror(errno));
+		return fail("open %s: %s", root, strerror(errno));
+	/* Opened in the new namespace: a mount of another namespace cannot be bound. */
+	if (container) {
+		jail_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (jail_fd < 0) {
+			rc = fail("open the jail at %s: %s", cfg->jail, strerror(errno));
+			goto out;
+		}
+	}
 	rc = bind_node_local(cfg, job_id, gpus, gpu_bound);
+	if (!rc && container)
+		rc = bind_jail_pieces(jail_fd);
+	if (!rc && container)
+		rc = seal_image_root();
+out:
+	if (jail_fd >= 0)
+		close(jail_fd);
 	close(root_fd);
 	root_fd = -1;
-	return rc ? rc : switch_root(cfg->jail);
+	return rc ? rc : switch_root(root);
+}
+
+int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct gpu_devices *gpus,
+	       int *gpu_bound)
+{
+	char probe[PATH_MAX];
+
+	if (snprintf(probe, sizeof(probe), "%s/etc/passwd", cfg->jail) >= (int)sizeof(probe))
+		return fail("the jail path %s is too long", cfg->jail);
+	if (access(probe, R_OK) != 0)
+		return fail("the jail at %s is not usable (%s: %s)", cfg->jail, probe,
+			    strerror(errno));
+	return enter_root(cfg, cfg->jail, 0, job_id, gpus, gpu_bound);
+}
+
+int jail_enter_container(const struct jail_config *cfg, const char *rootfs, unsigned int job_id,
+			 const struct gpu_devices *gpus, int *gpu_bound)
+{
+	return enter_root(cfg, rootfs, 1, job_id, gpus, gpu_bound);
 }
 
 int jail_enter_void(const struct jail_config *cfg, unsigned int job_id)

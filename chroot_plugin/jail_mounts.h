@@ -23,6 +23,14 @@ int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct 
 	       int *gpu_bound);
 
 /*
+ * As jail_enter, with an image's unpacked root filesystem `rootfs` as `/` instead of the jail
+ * (--container-image): the same node-local pieces, the jail's /home and, read-only, its
+ * /etc/passwd and /etc/group; the image's own files read-only, nosuid and nodev.
+ */
+int jail_enter_container(const struct jail_config *cfg, const char *rootfs, unsigned int job_id,
+			 const struct gpu_devices *gpus, int *gpu_bound);
+
+/*
  * After jail_enter failed: make `/` an empty, throwaway root with only the node-local pieces
  * slurmstepd itself needs (the munge socket, name service files, /proc), so that nothing the
  * step does next (open the job's files, change into its directory) reaches the pod's own

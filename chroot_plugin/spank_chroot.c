@@ -33,6 +33,7 @@
 
 #include <slurm/spank.h>
 
+#include "container_image.h"
 #include "gpu_devices.h"
 #include "jail_args.h"
 #include "jail_mounts.h"
@@ -46,7 +47,8 @@ static int gpu_driver_bound; /* this step's jail has the node's GPU driver files
 static int jail_failed;	     /* entering the jail failed: every task of the step fails */
 static int gpus_confined;    /* this step's /dev has only its GPUs, step_gpus */
 static struct gpu_devices node_gpus, step_gpus;
-static char failure[sizeof(jail_error)];
+/* Why every task of this step fails: room for an image reference and jail_error. */
+static char failure[sizeof(jail_error) + CONTAINER_REF_MAX + 64];
 
 static int opt_out(int val, const char *optarg, int remote)
 {
@@ -64,10 +66,34 @@ static struct spank_option no_jail_option = {
 	0, 0, opt_out,
 };
 
+/* --container-image=REF: the step's root is that image instead of the jail. */
+static char container_image[CONTAINER_REF_MAX + 1];
+
+static int choose_image(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)remote;
+	if (!optarg || !container_ref_valid(optarg)) {
+		slurm_error("--container-image: '%s' is not an image reference (registry/name:tag "
+			    "or name@sha256:digest)",
+			    optarg ? optarg : "");
+		return -1;
+	}
+	snprintf(container_image, sizeof(container_image), "%s", optarg);
+	return 0;
+}
+
+static struct spank_option container_image_option = {
+	"container-image", "IMAGE",
+	"Run the job's tasks in this OCI image (e.g. registry.example/team/app:1.0) instead of the "
+	"jail, as yourself, with your home directory",
+	1, 0, choose_image,
+};
+
 /* Report to the job's stderr (a task's) and the slurmd log, then fail. */
 __attribute__((format(printf, 1, 2))) static int task_fail(const char *fmt, ...)
 {
-	char message[1024];
+	char message[sizeof(failure) + 64];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -87,12 +113,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		slurm_error("chroot: plugstack.conf: %s", err);
 		return -1;
 	}
-	if (cfg.allow_opt_out && (context == S_CTX_LOCAL || context == S_CTX_REMOTE ||
-				  context == S_CTX_ALLOCATOR)) {
-		if (spank_option_register(sp, &no_jail_option) != ESPANK_SUCCESS) {
-			slurm_error("chroot: cannot register --no-jail");
-			return -1;
-		}
+	if (context != S_CTX_LOCAL && context != S_CTX_REMOTE && context != S_CTX_ALLOCATOR)
+		return 0;
+	if (cfg.allow_opt_out && spank_option_register(sp, &no_jail_option) != ESPANK_SUCCESS) {
+		slurm_error("chroot: cannot register --no-jail");
+		return -1;
+	}
+	if (cfg.container_fetch[0] &&
+	    spank_option_register(sp, &container_image_option) != ESPANK_SUCCESS) {
+		slurm_error("chroot: cannot register --container-image");
+		return -1;
 	}
 	return 0;
 }
@@ -128,6 +158,35 @@ failed:
 	return -1;
 }
 
+/* The step's root is the image the job named: fetched (or found in the node's cache) by the
+ * node's fetch program, then entered as the jail would be. A failure fails every task with
+ * the image's name and the reason, on an empty root. */
+static int enter_container(spank_t sp, uint32_t job_id)
+{
+	char rootfs[PATH_MAX], err[sizeof(jail_error)];
+
+	if (select_step_gpus(sp) != 0)
+		goto failed;
+	if (container_fetch(&cfg, container_image, rootfs, sizeof(rootfs), err, sizeof(err)) != 0) {
+		snprintf(failure, sizeof(failure), "container image '%s': %s", container_image, err);
+		jail_failed = 1;
+		goto failed;
+	}
+	slurm_info("chroot: job %u runs in image '%s' (%s)", job_id, container_image, rootfs);
+	if (jail_enter_container(&cfg, rootfs, job_id, gpus_confined ? &step_gpus : NULL,
+				 &gpu_driver_bound) == 0)
+		return 0;
+	snprintf(failure, sizeof(failure), "container image '%s': %s", container_image, jail_error);
+	jail_failed = 1;
+failed:
+	slurm_error("chroot: job %u: %s", job_id, failure);
+	if (jail_enter_void(&cfg, job_id) != 0) {
+		slurm_error("chroot: job %u: %s", job_id, jail_error);
+		return -1;
+	}
+	return 0;
+}
+
 /* In slurmstepd, once the job's options are known and before any of its files is opened. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -137,7 +196,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 	if (spank_context() != S_CTX_REMOTE)
 		return 0;
-	if (opted_out && cfg.allow_opt_out) {
+	if (opted_out && cfg.allow_opt_out && !container_image[0]) {
 		slurm_info("chroot: the job asked for --no-jail; running on the node's filesystem");
 		return 0;
 	}
@@ -145,6 +204,16 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		slurm_error("chroot: cannot tell the job's id");
 		return -1;
 	}
+	if (opted_out && container_image[0]) {
+		slurm_error("chroot: job %u: --no-jail and --container-image exclude each other",
+			    job_id);
+		snprintf(failure, sizeof(failure),
+			 "--no-jail and --container-image exclude each other");
+		jail_failed = 1;
+		return jail_enter_void(&cfg, job_id) != 0 ? -1 : 0;
+	}
+	if (container_image[0])
+		return enter_container(sp, job_id);
 	if (select_step_gpus(sp) == 0 &&
 	    jail_enter(&cfg, job_id, gpus_confined ? &step_gpus : NULL, &gpu_driver_bound) == 0)
 		return 0;

@@ -27,6 +27,10 @@ NODE_GRES_CONF = "/etc/slurm-stack/node-gres.conf"
 # Root-only directories on a worker holding each job's private /tmp and /dev/shm (one
 # directory per job id, bound in by the jail plugin, removed by the epilog).
 JOB_TMP_DIR = "/var/lib/slurm-stack/job-tmp"
+# Unpacked images of container jobs (containers.cache): in the worker pod, or on the jail's
+# volume (root-only) where every node sharing the jail finds them.
+CONTAINER_CACHE_NODE_DIR = "/var/cache/slurm-stack/containers"
+CONTAINER_CACHE_JAIL_DIR = f"{JAIL_DIR}/var/cache/slurm-stack/containers"
 JOB_SHM_DIR = "/dev/shm/slurm-stack-jobs"
 SSH_HOST_KEY_DIR = "/etc/ssh/host-keys"
 SSH_AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized-keys"  # the users ConfigMap, in login pods
@@ -55,6 +59,7 @@ SLURM_CLIENT_PATHS = (*(f"/usr/bin/{name}" for name in SLURM_CLIENT_COMMANDS), S
 CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
 HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
 EPILOG = f"{PROJECT_LIB_DIR}/epilog"  # slurmd's, in worker pods
+CONTAINER_FETCH = f"{PROJECT_LIB_DIR}/container-fetch"  # pulls --container-image, in worker pods
 AUTHORIZED_KEYS_COMMAND = f"{PROJECT_LIB_DIR}/authorized-keys"  # sshd's, in login pods
 ROOT_SESSION = f"{PROJECT_LIB_DIR}/root-session"  # root's ForceCommand, in login pods
 SYNC_USERS = f"{PROJECT_LIB_DIR}/sync-users"  # the users Job's program

@@ -14,8 +14,8 @@ def test_argument_parser_unit_tests() -> None:
         ["make", "-s", "-C", str(PLUGIN), "clean", "test"], capture_output=True, text=True
     )
     assert build.returncode == 0, build.stdout + build.stderr
-    # Both unit-test programs ran (arguments, GPU selection) and passed.
-    assert build.stdout.count("passed, 0 failed") == 2, build.stdout
+    # The three unit-test programs ran (arguments, GPU selection, container images) and passed.
+    assert build.stdout.count("passed, 0 failed") == 3, build.stdout
     subprocess.run(["make", "-s", "-C", str(PLUGIN), "clean"], check=True)
 
 

@@ -19,7 +19,7 @@ import yaml
 
 from slurm_stack import paths
 from slurm_stack.k8s.jobs import nccl_cronjob
-from slurm_stack.k8s.workers import healthcheck_config
+from slurm_stack.k8s.workers import healthcheck_config, pool_statefulset
 from slurm_stack.render import (
     accounting_config_files,
     content_hash,
@@ -827,3 +827,48 @@ def test_periodic_dcgm_reaches_the_benchmark_job_only_when_asked():
     raw = spec.model_dump(by_alias=True, exclude_unset=True)
     raw["healthChecks"] = {"dcgm": {"periodic": True, "periodicTimeoutSeconds": 1800}}
     assert submitter_env(load_spec(raw))["NCCL_DCGM_TIMEOUT_SECONDS"] == "1800"
+
+
+def _containers(spec: ClusterSpec, **settings: Any) -> ClusterSpec:
+    raw = spec.model_dump(by_alias=True, exclude_unset=True)
+    raw["containers"] = {"enabled": True, **settings}
+    return load_spec(raw)
+
+
+def test_container_jobs_are_offered_only_when_enabled():
+    spec = load_case("dev")
+    assert not [arg for arg in plugin_args(spec) if arg.startswith("container_")]
+    node = plugin_args(_containers(spec, insecureRegistries=["reg.local:5000", "10.0.0.7"]))
+    assert f"container_fetch={paths.CONTAINER_FETCH}" in node
+    assert f"container_cache={paths.CONTAINER_CACHE_NODE_DIR}" in node
+    assert "container_insecure=reg.local:5000,10.0.0.7" in node
+    jail = plugin_args(_containers(spec, cache="jail"))
+    assert f"container_cache={paths.CONTAINER_CACHE_JAIL_DIR}" in jail
+    assert paths.CONTAINER_CACHE_JAIL_DIR.startswith(paths.JAIL_DIR + "/")
+    assert not [arg for arg in jail if arg.startswith("container_insecure")]
+
+
+def test_a_node_container_cache_is_a_volume_of_each_worker_pod_only_when_used():
+    def cache_volumes(spec: ClusterSpec) -> list[tuple[str, str]]:
+        found = []
+        for pool in spec.worker_pools:
+            pod = pool_statefulset(spec, pool)["spec"]["template"]["spec"]
+            volumes = {v["name"]: v for v in pod["volumes"]}
+            [slurmd] = pod["containers"]
+            for mount in slurmd["volumeMounts"]:
+                if mount["name"] == "container-cache":
+                    found.append((mount["mountPath"], json.dumps(volumes["container-cache"])))
+        return found
+
+    spec = load_case("dev")
+    assert cache_volumes(spec) == []
+    # On the jail's volume the cache needs no volume of its own, and turning it on keeps the
+    # worker pods' template (no worker is replaced).
+    assert cache_volumes(_containers(spec, cache="jail")) == []
+    assert [pool_statefulset(_containers(spec, cache="jail"), p) for p in spec.worker_pools] == [
+        pool_statefulset(spec, p) for p in spec.worker_pools
+    ]
+    node = cache_volumes(_containers(spec))
+    assert node == [
+        (paths.CONTAINER_CACHE_NODE_DIR, '{"name": "container-cache", "emptyDir": {}}')
+    ] * len(spec.worker_pools)

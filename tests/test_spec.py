@@ -594,6 +594,31 @@ def bad(changes: dict[str, Any], path: str, fragment: str, count: int = 1, *, id
 
 
 INVALID = [
+    # ---- container jobs
+    bad(
+        {"containers": {"enabled": True, "cache": "shared"}},
+        "containers.cache",
+        "Input should be 'node' or 'jail'",
+        id="container-cache-unknown",
+    ),
+    bad(
+        {"containers": {"insecureRegistries": ["http://registry.local:5000"]}},
+        "containers.insecureRegistries[0]",
+        "String should match pattern",
+        id="insecure-registry-with-scheme",
+    ),
+    bad(
+        {"containers": {"insecureRegistries": ["registry.local:5000,other:1"]}},
+        "containers.insecureRegistries[0]",
+        "String should match pattern",
+        id="insecure-registries-in-one-string",
+    ),
+    bad(
+        {"containers": {"enable": True}},
+        "containers.enable",
+        "unknown key; valid keys here: cache, enabled, insecureRegistries",
+        id="containers-misspelt",
+    ),
     # ---- the REST API
     bad(
         {"controller.slurmConfExtra": ["AuthAltTypes=auth/jwt"]},
@@ -2136,9 +2161,10 @@ INVALID = [
     bad(
         {"nodes": 3},
         "nodes",
-        "unknown key; valid keys here: accounting, annotations, auth, cgroups, controller, "
-        "directory, healthChecks, images, jail, labels, login, metrics, name, namespace, "
-        "networkPolicy, partitions, restApi, siteScripts, slurmVersion, topology, workerPools",
+        "unknown key; valid keys here: accounting, annotations, auth, cgroups, containers, "
+        "controller, directory, healthChecks, images, jail, labels, login, metrics, name, "
+        "namespace, networkPolicy, partitions, restApi, siteScripts, slurmVersion, topology, "
+        "workerPools",
         id="unknown-top-level-key",
     ),
     bad(

@@ -143,6 +143,11 @@ def full_config() -> dict[str, Any]:
             ],
         },
     }
+    cluster["containers"] = {
+        "enabled": True,
+        "cache": "jail",
+        "insecureRegistries": ["registry.cluster.local:5000", "10.0.0.7"],
+    }
     cluster["topology"] = {"rootSwitch": "spine"}
     for i, pool in enumerate(cluster["workerPools"]):
         pool["switch"] = f"leaf-{i}"

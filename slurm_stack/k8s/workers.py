@@ -93,6 +93,22 @@ def pool_service(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
     }
 
 
+def _node_container_cache(spec: ClusterSpec) -> bool:
+    return spec.containers.enabled and spec.containers.cache == "node"
+
+
+def _container_cache_mounts(spec: ClusterSpec) -> list[Manifest]:
+    """containers.cache node: the pod's own directory of unpacked images."""
+    if not _node_container_cache(spec):
+        return []
+    return [{"name": "container-cache", "mountPath": paths.CONTAINER_CACHE_NODE_DIR}]
+
+
+def _container_cache_volumes(spec: ClusterSpec) -> list[Manifest]:
+    # On the node's disk, as the pod's other files; it lives as long as the pod.
+    return [{"name": "container-cache", "emptyDir": {}}] if _node_container_cache(spec) else []
+
+
 def _pool_resources(pool: WorkerPool) -> Manifest:
     out = resources(pool.resources)
     if pool.gpus:
@@ -223,6 +239,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             *sss_pipes_mounts(spec),
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
             *site_files_mounts(spec),
+            *_container_cache_mounts(spec),
         ],
         resources=_pool_resources(pool),
         securityContext=_security_context(spec, pool),
@@ -274,6 +291,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                     *sssd_volumes(spec),
                     *(volume for s in submounts if (volume := submount_volume(s))),
                     *site_files_volumes(spec),
+                    *_container_cache_volumes(spec),
                 ],
             },
         },

@@ -1035,6 +1035,37 @@ class RestApi(TypedDict, total=False):
     """Where slurmrestd pods may run: node selector, tolerations, affinity."""
 
 
+class ContainersCache(StrEnum):
+    """Values of `cache`."""
+
+    NODE = "node"
+    JAIL = "jail"
+
+
+class Containers(TypedDict, total=False):
+    """Container jobs: `srun --container-image=IMAGE` runs a step's tasks in an OCI image instead
+    of the jail, as the job's user, with the jail's /home (docs/containers.md)."""
+
+    enabled: NotRequired[bool]
+    (
+        "Offer `--container-image` to srun, sbatch and salloc. Worker nodes pull images with "
+        "skopeo and unpack them with umoci; jobs never need a privilege to run one. Default: "
+        "false."
+    )
+    cache: NotRequired[ContainersCache]
+    (
+        "Where unpacked images are kept: `node`, in each worker pod (an emptyDir: each node pulls "
+        "an image once per pod); `jail`, on the jail's volume under "
+        "/var/cache/slurm-stack/containers (readable by root only), so an image is pulled once for "
+        "every node that shares it. Default: `node`."
+    )
+    insecure_registries: NotRequired[list[str]]
+    (
+        "Registries (`host` or `host:port`) pulled from over plain HTTP without TLS, such as a "
+        "registry inside the cluster's network."
+    )
+
+
 class SlurmClusterArgs(TypedDict, total=False):
     """Arguments of a SlurmCluster: the cluster spec, as under `slurm-stack:cluster` in stack
     config, and the passwords (secrets)."""
@@ -1103,6 +1134,8 @@ class SlurmClusterArgs(TypedDict, total=False):
     """The site's Prolog/Epilog scripts and job_submit/cli_filter Lua plugins."""
     rest_api: NotRequired[RestApi]
     """Slurm's REST API with token authentication (off by default)."""
+    containers: NotRequired[Containers]
+    """Jobs in OCI images with `--container-image` (off by default)."""
     db_password: NotRequired[pulumi.Input[str]]
     (
         "Password of the external accounting database's user (a secret): needed with "

@@ -267,6 +267,26 @@ def submount_staging_path(mount_path: str) -> str:
 NODE_LOCAL_READ_ONLY = ("/etc/hosts", "/etc/resolv.conf", paths.PROJECT_LIB_DIR)
 
 
+def container_cache_dir(spec: ClusterSpec) -> str:
+    """Where worker pods keep container jobs' unpacked images (containers.cache)."""
+    if spec.containers.cache == "jail":
+        return paths.CONTAINER_CACHE_JAIL_DIR
+    return paths.CONTAINER_CACHE_NODE_DIR
+
+
+def _container_args(spec: ClusterSpec) -> dict[str, str]:
+    """The plugin's container_* arguments: none unless containers are on."""
+    if not spec.containers.enabled:
+        return {}
+    args = {
+        "container_fetch": paths.CONTAINER_FETCH,
+        "container_cache": container_cache_dir(spec),
+    }
+    if spec.containers.insecure_registries:
+        args["container_insecure"] = ",".join(spec.containers.insecure_registries)
+    return args
+
+
 def render_plugstack_conf(spec: ClusterSpec) -> str:
     """plugstack.conf loading the chroot SPANK plugin with the jail and its binds."""
     return render_template(
@@ -283,6 +303,7 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
         # device cgroup confines them instead, and numbers them for tasks itself).
         gpus=paths.NODE_GRES_CONF if spec.gpu_pools and not spec.cgroups.enforce else None,
         allow_opt_out=spec.jail.allow_opt_out,
+        containers=_container_args(spec),
         submounts=submount_binds(spec),
         client=paths.SLURM_CLIENT_PATHS,
         read_only=(

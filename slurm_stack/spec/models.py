@@ -1191,6 +1191,27 @@ class RestApi(SpecModel):
     """Where slurmrestd pods may run: node selector, tolerations, affinity."""
 
 
+RegistryHost = Annotated[
+    str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?(:[0-9]{1,5})?$")
+]
+
+
+class Containers(SpecModel):
+    """Container jobs: `srun --container-image=IMAGE` runs a step's tasks in an OCI image
+    instead of the jail, as the job's user, with the jail's /home (docs/containers.md)."""
+
+    enabled: bool = False
+    """Offer `--container-image` to srun, sbatch and salloc. Worker nodes pull images with
+    skopeo and unpack them with umoci; jobs never need a privilege to run one."""
+    cache: Literal["node", "jail"] = "node"
+    """Where unpacked images are kept: `node`, in each worker pod (an emptyDir: each node pulls
+    an image once per pod); `jail`, on the jail's volume under /var/cache/slurm-stack/containers
+    (readable by root only), so an image is pulled once for every node that shares it."""
+    insecure_registries: list[RegistryHost] = Field(default_factory=list, max_length=32)
+    """Registries (`host` or `host:port`) pulled from over plain HTTP without TLS, such as a
+    registry inside the cluster's network."""
+
+
 LdapUri = Annotated[str, Field(pattern=r"^ldaps?://[A-Za-z0-9.:\[\]-]+(:[0-9]{1,5})?/?$")]
 DistinguishedName = Annotated[str, Field(pattern=r"^[^=,\n]+=[^\n]+$", max_length=512)]
 LdapAttribute = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,63}$")]
@@ -1466,6 +1487,8 @@ class ClusterSpec(SpecModel):
     """The site's Prolog/Epilog scripts and job_submit/cli_filter Lua plugins."""
     rest_api: RestApi = Field(default_factory=RestApi)
     """Slurm's REST API with token authentication (off by default)."""
+    containers: Containers = Field(default_factory=Containers)
+    """Jobs in OCI images with `--container-image` (off by default)."""
 
     @field_validator("slurm_version", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from slurm_stack.sandbox.session import Sandbox
+from tests.cluster.registry import running_registry
 
 HERE = Path(__file__).resolve().parent
 STACK = HERE / "Pulumi.itest.yaml"
@@ -195,6 +196,13 @@ def running_stack(
     )
     yield cluster
     tear_down(cluster)
+
+
+@pytest.fixture(scope="session")
+def image_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The container tests' registry on the host (tests/cluster/registry.py)."""
+    with running_registry(tmp_path_factory.mktemp("registry")):
+        yield
 
 
 @pytest.fixture(scope="session")

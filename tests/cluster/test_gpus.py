@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slurm_stack import paths
 from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
+from tests.cluster.registry import IMAGE_MARKER, TEST_IMAGE, registry_for
 
 STACK = Path(__file__).parent / "Pulumi.gpus.yaml"
 FAKE_GPU_TOOLS = Path(__file__).parents[2] / "images" / "fake-gpu"
@@ -102,6 +104,34 @@ def test_tasks_number_the_gpus_they_see_from_zero(gpus: Cluster) -> None:
         )
     )
     assert sorted(out.splitlines()) == ["0 0 2", "1 1 2"], out
+
+
+@pytest.mark.usefixtures("image_registry")
+def test_a_container_job_sees_its_gpus_and_the_nodes_driver_files(gpus: Cluster) -> None:
+    # containers.cache is `node` here: the image lands in the worker pod, not in the jail.
+    image = f"{registry_for('gpus')}/{TEST_IMAGE}"
+    seen = (
+        "ls /dev/nvidia[0-9]* 2>&1; echo $CUDA_VISIBLE_DEVICES; nvidia-smi -L; "
+        "cat /etc/image-marker"
+    )
+    out = gpus.ok(
+        gpus.login(f"srun -p main --gres=gpu:4 --container-image={image} sh -c '{seen}'")
+    ).splitlines()
+    # As a step in the jail sees them: the pod's devices 4-7, numbered from 0, the node's tool.
+    assert out[:5] == [*(f"/dev/nvidia{minor}" for minor in range(4, 8)), "0,1,2,3"], out
+    assert [line.rsplit("-", 1)[1].rstrip(")") for line in out[5:9]] == [
+        f"{minor:012x}" for minor in range(4, 8)
+    ], out
+    assert out[9:] == [IMAGE_MARKER], out
+    one = gpus.ok(
+        gpus.login(f"srun -p main --gres=gpu:1 --container-image={image} sh -c '{seen}'")
+    ).splitlines()
+    assert len(one) == 4 and one[1] == "0" and one[2].startswith("GPU 0: "), one
+    none = gpus.login(f"srun -p main --container-image={image} sh -c '{seen}'").stdout
+    assert "No such file or directory" in none and "No devices were found" in none, none
+    cached = gpus.ok(gpus.node(QUAD, f"ls {paths.CONTAINER_CACHE_NODE_DIR}")).split()
+    assert len(cached) == 1 and cached[0].startswith("sha256-"), cached
+    assert not (gpus.jail / "var" / "cache" / "slurm-stack").exists()
 
 
 def test_a_pod_short_of_its_pools_gpus_is_drained_naming_both_counts(gpus: Cluster) -> None:

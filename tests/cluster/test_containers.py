@@ -1,0 +1,116 @@
+"""Container jobs on real Slurm (`srun --container-image`): an image from a local registry runs
+as the job's user on two nodes, sees the jail's homes, is read-only and unprivileged, is pulled
+once into the jail's cache (the itest stack's `containers.cache: jail`), and a missing image
+fails the job with a message naming it. The GPU case is in test_gpus.py."""
+
+import shlex
+
+import pytest
+
+from tests.cluster.conftest import Cluster, wait_for
+from tests.cluster.registry import IMAGE_MARKER, TEST_IMAGE, registry_for
+
+pytestmark = pytest.mark.usefixtures("image_registry")
+
+
+def image(name: str = TEST_IMAGE) -> str:
+    return f"{registry_for('itest')}/{name}"
+
+
+def sacct_state(cluster: Cluster, job: str) -> str:
+    def record() -> str:
+        out = cluster.ctl(f"sacct -n -X -P -j {job} -o State").stdout.strip()
+        return out if out and out not in ("RUNNING", "PENDING") else ""
+
+    return wait_for(f"job {job} in sacct", record, timeout=60)
+
+
+def test_a_container_job_runs_on_two_nodes_as_the_user(cluster: Cluster) -> None:
+    script = (
+        'echo "$(hostname) $(id -u):$(id -g) $(id -un) $(cat /etc/image-marker)"; '
+        'echo "from $(hostname)" > "$HOME/container-$SLURM_PROCID"'
+    )
+    out = cluster.ok(
+        cluster.login(
+            f"rm -f ~/container-*; srun -N2 --ntasks-per-node=1 -p main "
+            f"--container-image={image()} sh -c {shlex.quote(script)}; "
+            "echo; id -u; id -g; cat ~/container-0 ~/container-1"
+        )
+    )
+    task_lines, _, login_lines = out.partition("\n\n")
+    uid, gid, *written = login_lines.split("\n")
+    lines = sorted(task_lines.splitlines())
+    assert len(lines) == 2, out
+    hosts = {line.split()[0] for line in lines}
+    assert len(hosts) == 2, out  # one container per node
+    for line in lines:
+        assert line.split(" ", 1)[1] == f"{uid}:{gid} sandbox {IMAGE_MARKER}", out
+    # What each container wrote to $HOME is in the user's home on the login node.
+    assert sorted(w.split()[1] for w in written if w) == sorted(hosts), out
+
+
+def test_the_image_is_read_only_and_gives_no_privilege(cluster: Cluster) -> None:
+    script = (
+        "touch /etc/new 2>&1; mount | grep ' / '; "
+        "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /tmp/ok && echo tmp-writable"
+    )
+    out = cluster.ok(
+        cluster.login(f"srun -p main --container-image={image()} sh -c {shlex.quote(script)}")
+    )
+    assert "Read-only file system" in out, out
+    root_mount = next(line for line in out.splitlines() if " on / " in line)
+    for flag in ("ro", "nosuid", "nodev"):
+        assert flag in root_mount.split("(")[1].rstrip(")").split(","), root_mount
+    assert "CapEff:\t0000000000000000" in out, out
+    assert "NoNewPrivs:\t1" in out, out
+    assert "tmp-writable" in out, out
+
+
+def test_an_image_is_pulled_once_into_the_jail_cache_root_only(cluster: Cluster) -> None:
+    cluster.ok(cluster.login(f"srun -p main --container-image={image()} true"))
+    cache = cluster.jail / "var" / "cache" / "slurm-stack" / "containers"
+    images = sorted(cache.glob("sha256-*"))
+    assert len(images) == 1, images
+    assert (cache.stat().st_mode & 0o777, cache.stat().st_uid) == (0o700, 0)
+    first = images[0].stat().st_ino
+    # The same image from the other pool's node (the jail is shared): no second copy.
+    cluster.ok(cluster.login(f"srun -p gpu --container-image={image()} true"))
+    assert [p.stat().st_ino for p in cache.glob("sha256-*")] == [first]
+    # Users cannot read the cache from a login session or a job.
+    denied = cluster.login("ls /var/cache/slurm-stack/containers")
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
+
+
+def test_a_batch_job_runs_its_script_in_the_image(cluster: Cluster) -> None:
+    job = cluster.ok(
+        cluster.login(
+            f"sbatch --parsable -p main -o container-batch.out --container-image={image()} "
+            "--wrap 'cat /etc/image-marker; id -un; pwd'"
+        )
+    ).strip()
+    assert sacct_state(cluster, job) == "COMPLETED"
+    home = cluster.ok(cluster.login("pwd")).strip()
+    # Its output file is opened in the image's view, where /home is the jail's.
+    assert cluster.ok(cluster.login("cat container-batch.out")).splitlines() == [
+        IMAGE_MARKER,
+        "sandbox",
+        home,
+    ]
+
+
+def test_a_missing_image_fails_the_job_naming_it(cluster: Cluster) -> None:
+    missing = image("test/missing:1")
+    run = cluster.login(f"srun -p main --container-image={missing} true; echo rc=$?")
+    assert "rc=0" not in run.stdout, run
+    assert f"container image '{missing}': cannot pull image" in run.stderr, run
+    assert "manifest unknown" in run.stderr, run
+    job = cluster.ok(
+        cluster.login(f"sbatch --parsable -p main --container-image={missing} --wrap true")
+    ).strip()
+    assert sacct_state(cluster, job) == "FAILED"
+
+
+def test_a_malformed_reference_is_refused_by_srun(cluster: Cluster) -> None:
+    run = cluster.login("srun -p main --container-image=--authfile=/etc/shadow true")
+    assert run.returncode != 0
+    assert "is not an image reference" in run.stderr, run
