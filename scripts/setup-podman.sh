@@ -14,9 +14,10 @@ set -euo pipefail
 
 # openssh-client and openssl: the sandbox's ssh logins and the real-cluster tests' keys and
 # test certificates. docker-registry, umoci, skopeo and busybox-static: the container-job
-# tests' registry and the image they build and push to it (tests/cluster/registry.py).
+# tests' registries and the image they build and push to them; apache2-utils: htpasswd, for
+# the registry that wants credentials (tests/cluster/registry.py).
 packages=(podman runc catatonit iptables netavark aardvark-dns mmdebstrap uidmap openssh-client openssl
-  docker-registry umoci skopeo busybox-static)
+  docker-registry umoci skopeo busybox-static apache2-utils)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing+=("$package")

@@ -51,6 +51,11 @@ def jwt_key_secret_name(cluster: str) -> str:
     return f"{cluster}-jwt-key"
 
 
+def registry_auth_secret_name(cluster: str) -> str:
+    """The Secret holding the credentials worker pods pull container jobs' images with."""
+    return f"{cluster}-registry-auth"
+
+
 def login_name(cluster: str) -> str:
     """sshd StatefulSet and Service name."""
     return f"{cluster}-login"

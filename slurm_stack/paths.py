@@ -60,6 +60,9 @@ CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
 HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
 EPILOG = f"{PROJECT_LIB_DIR}/epilog"  # slurmd's, in worker pods
 CONTAINER_FETCH = f"{PROJECT_LIB_DIR}/container-fetch"  # pulls --container-image, in worker pods
+# containerRegistryAuth, root-only in worker pods; the fetch program reads it (same path).
+REGISTRY_AUTH_DIR = "/etc/slurm-stack/registry"
+REGISTRY_AUTH_FILE = "auth.json"
 AUTHORIZED_KEYS_COMMAND = f"{PROJECT_LIB_DIR}/authorized-keys"  # sshd's, in login pods
 ROOT_SESSION = f"{PROJECT_LIB_DIR}/root-session"  # root's ForceCommand, in login pods
 SYNC_USERS = f"{PROJECT_LIB_DIR}/sync-users"  # the users Job's program

@@ -6,9 +6,12 @@ from slurm_stack.components.cluster import SlurmCluster
 from slurm_stack.spec import (
     DB_PASSWORD_CONFIG_KEY,
     LDAP_PASSWORD_CONFIG_KEY,
+    REGISTRY_AUTH_CONFIG_KEY,
     SpecError,
+    SpecIssue,
     load_spec,
 )
+from slurm_stack.spec.registry_auth import registry_auth_problem
 from slurm_stack.version_change import deployed_slurm_version, refuse_version_change
 
 CLUSTER_CONFIG_KEY = "cluster"
@@ -30,19 +33,30 @@ def run() -> SlurmCluster:
     config = pulumi.Config()
     db_password = config.get_secret(DB_PASSWORD_CONFIG_KEY.split(":", 1)[1])
     ldap_password = config.get_secret(LDAP_PASSWORD_CONFIG_KEY.split(":", 1)[1])
+    registry_auth_key = REGISTRY_AUTH_CONFIG_KEY.split(":", 1)[1]
+    registry_auth = config.get_secret(registry_auth_key)
+    # Checked here, before any resource exists; read in plain text for that alone.
+    registry_auth_issue = registry_auth_problem(config.get(registry_auth_key))
     config_key = f"{config.name}:{CLUSTER_CONFIG_KEY}"
     try:
         spec = load_spec(
             config.get_object(CLUSTER_CONFIG_KEY),
             db_password_provided=db_password is not None,
             ldap_password_provided=ldap_password is not None,
+            registry_auth_provided=registry_auth is not None,
             config_key=config_key,
         )
         refuse_version_change(deployed, spec.slurm_version, config_key)
+        if registry_auth_issue is not None:
+            raise SpecError([SpecIssue("", registry_auth_issue)], REGISTRY_AUTH_CONFIG_KEY)
     except SpecError as error:
         raise StackConfigError(list(error.issues), error.config_key) from None
     cluster = SlurmCluster(
-        spec.name, spec, db_password=db_password, ldap_bind_password=ldap_password
+        spec.name,
+        spec,
+        db_password=db_password,
+        ldap_bind_password=ldap_password,
+        container_registry_auth=registry_auth,
     )
     pulumi.export("namespace", cluster.namespace)
     pulumi.export("loginEndpoint", cluster.login_endpoint)

@@ -17,7 +17,11 @@ from typing import Any
 import yaml
 
 from slurm_stack.spec.errors import CONFIG_KEY, SpecError, join_path
-from slurm_stack.spec.rules import DB_PASSWORD_CONFIG_KEY, LDAP_PASSWORD_CONFIG_KEY
+from slurm_stack.spec.rules import (
+    DB_PASSWORD_CONFIG_KEY,
+    LDAP_PASSWORD_CONFIG_KEY,
+    REGISTRY_AUTH_CONFIG_KEY,
+)
 
 # Stand-in for `secure:` values, which only the Pulumi CLI can decrypt.
 SECRET_PLACEHOLDER = "offline-secret-placeholder"
@@ -25,7 +29,8 @@ SECRET_PLACEHOLDER = "offline-secret-placeholder"
 # The config keys the program reads, without their namespace (the project name).
 CLUSTER_NAME = CONFIG_KEY.split(":", 1)[1]
 PASSWORD_NAMES = tuple(
-    key.split(":", 1)[1] for key in (DB_PASSWORD_CONFIG_KEY, LDAP_PASSWORD_CONFIG_KEY)
+    key.split(":", 1)[1]
+    for key in (DB_PASSWORD_CONFIG_KEY, LDAP_PASSWORD_CONFIG_KEY, REGISTRY_AUTH_CONFIG_KEY)
 )
 KNOWN_NAMES = (CLUSTER_NAME, *PASSWORD_NAMES)
 

@@ -35,3 +35,15 @@ def containers(resource: RecordedResource) -> dict[str, dict[str, Any]]:
     template = spec.get("template") or spec["jobTemplate"]["spec"]["template"]
     pod = template["spec"]
     return {c["name"]: c for c in [*pod.get("initContainers", []), *pod["containers"]]}
+
+
+def spec_error_text(error: BaseException) -> str:
+    """The messages of ``error`` and its causes, asserting a SpecError is among them: a
+    secret's check raises while the engine resolves it, and the engine may wrap it."""
+    from slurm_stack.spec import SpecError
+
+    chain = [error]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    assert any(isinstance(e, SpecError) for e in chain), chain
+    return "\n".join(str(e) for e in chain)

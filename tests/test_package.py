@@ -94,11 +94,10 @@ def test_the_schema_is_typed_and_documented(schema: dict[str, Any]) -> None:
     assert sorted(cluster["requiredInputs"]) == ["jail", "name", "workerPools"]
     auth = schema["types"]["slurm-stack:index:SlurmClusterAuth"]
     assert [e["value"] for e in auth["enum"]] == ["munge", "slurm"]
-    for key in ("dbPassword", "ldapBindPassword"):  # may be outputs: secrets of the caller
+    secrets = ("dbPassword", "ldapBindPassword", "containerRegistryAuth")
+    for key in secrets:  # may be outputs: secrets of the caller
         assert "plain" not in inputs[key] and inputs[key]["type"] == "string"
-    assert all(
-        inputs[key].get("plain") for key in inputs if key not in ("dbPassword", "ldapBindPassword")
-    )
+    assert all(inputs[key].get("plain") for key in inputs if key not in secrets)
     outputs = cluster["properties"]
     assert sorted(outputs) == [
         "configHash",

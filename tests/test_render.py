@@ -848,27 +848,45 @@ def test_container_jobs_are_offered_only_when_enabled():
     assert not [arg for arg in jail if arg.startswith("container_insecure")]
 
 
-def test_a_node_container_cache_is_a_volume_of_each_worker_pod_only_when_used():
-    def cache_volumes(spec: ClusterSpec) -> list[tuple[str, str]]:
+def test_container_jobs_give_workers_registry_credentials_and_a_node_cache_when_used():
+    def container_volumes(spec: ClusterSpec) -> list[tuple[str, str, str]]:
         found = []
         for pool in spec.worker_pools:
             pod = pool_statefulset(spec, pool)["spec"]["template"]["spec"]
             volumes = {v["name"]: v for v in pod["volumes"]}
             [slurmd] = pod["containers"]
             for mount in slurmd["volumeMounts"]:
-                if mount["name"] == "container-cache":
-                    found.append((mount["mountPath"], json.dumps(volumes["container-cache"])))
+                if mount["name"] in ("container-cache", "registry-auth"):
+                    source = json.dumps({k: v for k, v in volumes[mount["name"]].items()})
+                    found.append((mount["mountPath"], str(mount.get("readOnly", False)), source))
         return found
 
     spec = load_case("dev")
-    assert cache_volumes(spec) == []
-    # On the jail's volume the cache needs no volume of its own, and turning it on keeps the
-    # worker pods' template (no worker is replaced).
-    assert cache_volumes(_containers(spec, cache="jail")) == []
-    assert [pool_statefulset(_containers(spec, cache="jail"), p) for p in spec.worker_pools] == [
-        pool_statefulset(spec, p) for p in spec.worker_pools
-    ]
-    node = cache_volumes(_containers(spec))
-    assert node == [
-        (paths.CONTAINER_CACHE_NODE_DIR, '{"name": "container-cache", "emptyDir": {}}')
-    ] * len(spec.worker_pools)
+    assert container_volumes(spec) == []
+    # The credentials' Secret is optional: setting containerRegistryAuth later, or removing
+    # it, changes files in the pods, not their template. Root reads them, nobody else.
+    auth = (
+        paths.REGISTRY_AUTH_DIR,
+        "True",
+        '{"name": "registry-auth", "secret": {"secretName": "dev-registry-auth", '
+        '"optional": true, "defaultMode": 256}}',
+    )
+    cache = (
+        paths.CONTAINER_CACHE_NODE_DIR,
+        "False",
+        '{"name": "container-cache", "emptyDir": {}}',
+    )
+    pools = len(spec.worker_pools)
+    assert container_volumes(_containers(spec, cache="jail")) == [auth] * pools
+    assert container_volumes(_containers(spec)) == [auth, cache] * pools
+
+    # No capability comes with container jobs: slurmd holds what the jail already needs.
+    def security(spec: ClusterSpec) -> list[Any]:
+        return [
+            pool_statefulset(spec, pool)["spec"]["template"]["spec"]["containers"][0][
+                "securityContext"
+            ]
+            for pool in spec.worker_pools
+        ]
+
+    assert security(_containers(spec)) == security(spec)

@@ -263,3 +263,28 @@ def test_a_pod_keeps_its_mac_address_with_its_ip(dev_plan: Plan) -> None:
     assert mac_address("10.89.7.16") == "02:53:0a:59:07:10"  # locally administered, unicast
     macs = {mac_address(pod.ip) for pod in dev_plan.pods}
     assert len(macs) == len(dev_plan.pods)
+
+
+def test_an_optional_secret_volume_without_its_secret_is_empty_as_the_kubelet_mounts_it() -> None:
+    config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
+    config["containers"] = {"enabled": True}
+    objects = manifests(
+        run_program(run, config={"slurm-stack:cluster": json.dumps(config)}).resources
+    )
+    # No containerRegistryAuth: the workers' registry-auth volume names a Secret that is absent.
+    assert not [o for o in objects if o["metadata"]["name"] == "dev-registry-auth"]
+    planned = plan(objects, STATE)
+    worker = next(p for p in planned.pods if p.name == "dev-cpu-0")
+    [slurmd] = [c for c in worker.containers if c.name == "slurmd"]
+    auth = next(m for m in slurmd.mounts if m.target == "/etc/slurm-stack/registry")
+    assert not [f for f in planned.files if f.path.startswith(auth.source + "/")]
+    # A volume whose Secret must exist fails the plan, naming it (the kubelet would not start
+    # the pod either).
+    for manifest in objects:
+        for volume in (
+            manifest.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", [])
+        ):
+            if volume.get("secret", {}).get("optional"):
+                volume["secret"]["optional"] = False
+    with pytest.raises(ValueError, match="volume registry-auth needs Secret dev-registry-auth"):
+        plan(objects, STATE)

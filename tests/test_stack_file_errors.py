@@ -137,7 +137,8 @@ CASES: list[tuple[str, str, list[str]]] = [
         "config:\n  slurm-stack:zzz: 1\n",
         [
             "{path}:2:3: slurm-stack:zzz: unknown config key of project slurm-stack (known: "
-            "slurm-stack:cluster, slurm-stack:accountingDbPassword, slurm-stack:ldapBindPassword)"
+            "slurm-stack:cluster, slurm-stack:accountingDbPassword, slurm-stack:ldapBindPassword, "
+            "slurm-stack:containerRegistryAuth)"
         ],
     ),
     # 4. A key twice in one mapping, at any depth.

@@ -66,14 +66,23 @@ class SlurmCluster(pulumi.ComponentResource):
         *,
         db_password: pulumi.Input[str] | None = None,
         ldap_bind_password: pulumi.Input[str] | None = None,
+        container_registry_auth: pulumi.Input[str] | None = None,
     ):
-        spec, secrets = spec_and_secrets(args, db_password, ldap_bind_password)
+        spec, secrets = spec_and_secrets(
+            args, db_password, ldap_bind_password, container_registry_auth
+        )
         db_password = secrets.get("db_password")
         ldap_bind_password = secrets.get("ldap_bind_password")
+        container_registry_auth = secrets.get("container_registry_auth")
         super().__init__("slurm-stack:index:SlurmCluster", name, None, opts)
         here = pulumi.ResourceOptions(parent=self)
         secrets = ClusterSecrets(
-            f"{name}-secrets", spec, db_password, opts=here, ldap_bind_password=ldap_bind_password
+            f"{name}-secrets",
+            spec,
+            db_password,
+            opts=here,
+            ldap_bind_password=ldap_bind_password,
+            registry_auth=container_registry_auth,
         )
 
         files = slurm_config_files(spec)

@@ -19,8 +19,14 @@ from slurm_stack.k8s.directory import sssd_secret_name
 from slurm_stack.k8s.login import host_keys_secret_name
 from slurm_stack.k8s.rest_api import jwt_key_annotations
 from slurm_stack.render.directory import sssd_secret_files
-from slurm_stack.spec import DB_PASSWORD_CONFIG_KEY, SpecError, SpecIssue
+from slurm_stack.spec import (
+    DB_PASSWORD_CONFIG_KEY,
+    REGISTRY_AUTH_CONFIG_KEY,
+    SpecError,
+    SpecIssue,
+)
 from slurm_stack.spec.models import ClusterSpec
+from slurm_stack.spec.registry_auth import registry_auth_problem
 
 AUTH_KEY_BYTES = 1024
 JWT_KEY_BYTES = 64  # HS256: a key as long as SHA-256's block (RFC 2104, section 3)
@@ -45,6 +51,7 @@ class ClusterSecrets(pulumi.ComponentResource):
         db_password: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
         ldap_bind_password: pulumi.Input[str] | None = None,
+        registry_auth: pulumi.Input[str] | None = None,
     ):
         super().__init__("slurm-stack:index:ClusterSecrets", name, None, opts)
         self.secrets = [self._auth_key(name, spec), self._host_keys(name, spec)]
@@ -52,6 +59,8 @@ class ClusterSecrets(pulumi.ComponentResource):
             self.secrets.append(self._jwt_key(name, spec))
         if spec.directory is not None:
             self.secrets.append(self._sssd_config(name, spec, ldap_bind_password))
+        if registry_auth is not None:
+            self.secrets.append(self._registry_auth(name, spec, registry_auth))
         if spec.accounting.enabled:
             password = self._db_password(name, spec, db_password)
             if password is not None:
@@ -127,6 +136,18 @@ class ClusterSecrets(pulumi.ComponentResource):
         }
         return register(Secret, f"{name}-sssd", manifest, child_options(self))
 
+    def _registry_auth(self, name: str, spec: ClusterSpec, given: pulumi.Input[str]) -> Secret:
+        """The registry credentials worker pods pull container jobs' images with (root-only
+        in the pod, never in the jail)."""
+        manifest = {
+            "metadata": metadata(spec, naming.registry_auth_secret_name(spec.name), "worker"),
+            "type": "Opaque",
+            "stringData": {
+                paths.REGISTRY_AUTH_FILE: pulumi.Output.secret(given).apply(checked_registry_auth)
+            },
+        }
+        return register(Secret, f"{name}-registry-auth", manifest, child_options(self))
+
     def _db_password(
         self, name: str, spec: ClusterSpec, given: pulumi.Input[str] | None
     ) -> Secret | None:
@@ -172,3 +193,12 @@ def _storage_pass(password: str) -> str:
     if problem is not None:
         raise SpecError([SpecIssue("", problem)], DB_PASSWORD_CONFIG_KEY)
     return password
+
+
+def checked_registry_auth(text: str) -> str:
+    """The registry credentials from stack config, if they are a Docker config JSON (checked
+    once the secret is decrypted; the error never shows them)."""
+    problem = registry_auth_problem(text)
+    if problem is not None:
+        raise SpecError([SpecIssue("", problem)], REGISTRY_AUTH_CONFIG_KEY)
+    return text

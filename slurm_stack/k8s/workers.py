@@ -97,16 +97,36 @@ def _node_container_cache(spec: ClusterSpec) -> bool:
     return spec.containers.enabled and spec.containers.cache == "node"
 
 
-def _container_cache_mounts(spec: ClusterSpec) -> list[Manifest]:
-    """containers.cache node: the pod's own directory of unpacked images."""
-    if not _node_container_cache(spec):
+def _container_mounts(spec: ClusterSpec) -> list[Manifest]:
+    """Container jobs: the registry credentials and, with containers.cache node, the pod's own
+    directory of unpacked images."""
+    if not spec.containers.enabled:
         return []
-    return [{"name": "container-cache", "mountPath": paths.CONTAINER_CACHE_NODE_DIR}]
+    mounts = [{"name": "registry-auth", "mountPath": paths.REGISTRY_AUTH_DIR, "readOnly": True}]
+    if _node_container_cache(spec):
+        mounts.append({"name": "container-cache", "mountPath": paths.CONTAINER_CACHE_NODE_DIR})
+    return mounts
 
 
-def _container_cache_volumes(spec: ClusterSpec) -> list[Manifest]:
-    # On the node's disk, as the pod's other files; it lives as long as the pod.
-    return [{"name": "container-cache", "emptyDir": {}}] if _node_container_cache(spec) else []
+def _container_volumes(spec: ClusterSpec) -> list[Manifest]:
+    if not spec.containers.enabled:
+        return []
+    volumes: list[Manifest] = [
+        {
+            "name": "registry-auth",
+            # Optional: the Secret exists only with containerRegistryAuth, and setting or
+            # removing that later changes the files, not the pod template (no worker restarts).
+            "secret": {
+                "secretName": naming.registry_auth_secret_name(spec.name),
+                "optional": True,
+                "defaultMode": 0o400,
+            },
+        }
+    ]
+    if _node_container_cache(spec):
+        # On the node's disk, as the pod's other files; it lives as long as the pod.
+        volumes.append({"name": "container-cache", "emptyDir": {}})
+    return volumes
 
 
 def _pool_resources(pool: WorkerPool) -> Manifest:
@@ -239,7 +259,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             *sss_pipes_mounts(spec),
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
             *site_files_mounts(spec),
-            *_container_cache_mounts(spec),
+            *_container_mounts(spec),
         ],
         resources=_pool_resources(pool),
         securityContext=_security_context(spec, pool),
@@ -291,7 +311,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                     *sssd_volumes(spec),
                     *(volume for s in submounts if (volume := submount_volume(s))),
                     *site_files_volumes(spec),
-                    *_container_cache_volumes(spec),
+                    *_container_volumes(spec),
                 ],
             },
         },

@@ -1144,6 +1144,11 @@ class SlurmClusterArgs(TypedDict, total=False):
     )
     ldap_bind_password: NotRequired[pulumi.Input[str]]
     """Password of `directory.bindDn` (a secret): needed when, and only when, a bind DN is set."""
+    container_registry_auth: NotRequired[pulumi.Input[str]]
+    (
+        "Credentials for pulling container jobs' images (a secret): a Docker config JSON with an "
+        "`auths` entry per registry (docs/containers.md); only with `containers.enabled`."
+    )
 
 
 # The SDK's analyzer takes a class docstring as written: one line each in the schema.

@@ -21,7 +21,7 @@ from slurm_stack.spec import load_spec
 from slurm_stack.spec.errors import SpecError, SpecIssue, join_path
 from slurm_stack.spec.models import ClusterSpec
 
-SECRET_INPUTS = ("db_password", "ldap_bind_password")
+SECRET_INPUTS = ("db_password", "ldap_bind_password", "container_registry_auth")
 """The arguments that are not part of the spec: secrets, which may be outputs."""
 
 
@@ -29,10 +29,15 @@ def spec_and_secrets(
     args: "SlurmClusterArgs | ClusterSpec | Mapping[str, Any]",
     db_password: pulumi.Input[str] | None = None,
     ldap_bind_password: pulumi.Input[str] | None = None,
+    container_registry_auth: pulumi.Input[str] | None = None,
 ) -> tuple[ClusterSpec, dict[str, Any]]:
     """The validated spec, and the secret inputs (by Python name) given in ``args`` or as
     keywords. Raises SpecError naming every bad key."""
-    given: dict[str, Any] = {"db_password": db_password, "ldap_bind_password": ldap_bind_password}
+    given: dict[str, Any] = {
+        "db_password": db_password,
+        "ldap_bind_password": ldap_bind_password,
+        "container_registry_auth": container_registry_auth,
+    }
     if isinstance(args, ClusterSpec):
         return args, given
     raw, in_args = split_secrets(args)
@@ -49,6 +54,7 @@ def spec_and_secrets(
         config,
         db_password_provided=given["db_password"] is not None,
         ldap_password_provided=given["ldap_bind_password"] is not None,
+        registry_auth_provided=given["container_registry_auth"] is not None,
     )
     return spec, given
 

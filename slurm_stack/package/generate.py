@@ -52,6 +52,11 @@ SECRETS = {
     "ldap_bind_password": (
         "Password of `directory.bindDn` (a secret): needed when, and only when, a bind DN is set."
     ),
+    "container_registry_auth": (
+        "Credentials for pulling container jobs' images (a secret): a Docker config JSON "
+        "with an `auths` entry per registry (docs/containers.md); only with "
+        "`containers.enabled`."
+    ),
 }
 """Inputs beside the spec: secrets, the only ones that may be outputs of other resources."""
 

@@ -21,7 +21,10 @@ Everything Kubernetes does that podman does not is translated here, in one place
   is not `immutable` is updated in place in running pods (no restart) when it changes. What
   stays different: the kubelet does that within its sync period (about a minute), the
   sandbox at once on `up`; and the kubelet applies an `fsGroup` to these files' group too,
-  the sandbox as well (so sssd's copy-out is exercised);
+  the sandbox as well (so sssd's copy-out is exercised). A volume whose ConfigMap or Secret
+  is `optional` and absent is an empty directory that fills when the object appears, as the
+  kubelet mounts it; one that is not optional fails the plan, naming the object, where the
+  kubelet would leave the pod waiting in ContainerCreating;
 - a generated Secret keeps the data of its first apply, as Pulumi keeps a random resource's
   value, and takes new data when its generation annotation changes (the JWT key's, with
   `restApi.keyGeneration`, the random resource's `keepers`); what stays different: the mock
@@ -530,13 +533,20 @@ def _volumes(
         elif "configMap" in volume or "secret" in volume:
             source = volume.get("configMap") or volume["secret"]
             if "configMap" in volume:
-                entries = {
-                    k: v.encode() for k, v in config_maps[source["name"]].get("data", {}).items()
-                }
+                found = config_maps.get(source["name"])
+                entries = {k: v.encode() for k, v in (found or {}).get("data", {}).items()}
                 kept_current = ("ConfigMap", source["name"]) not in immutable
             else:
-                entries = secrets[source["secretName"]]
+                found = secrets.get(source["secretName"])
+                entries = found or {}
                 kept_current = ("Secret", source["secretName"]) not in immutable
+            if found is None and not source.get("optional"):
+                kind, ref = (
+                    ("ConfigMap", source.get("name"))
+                    if "configMap" in volume
+                    else ("Secret", source.get("secretName"))
+                )
+                raise ValueError(f"{pod}: volume {name} needs {kind} {ref}, which does not exist")
             paths[name] = f"{state_dir}/pods/{pod}/{name}"
             projected_dirs[paths[name]] = kept_current
             for path, content, mode in _projected(

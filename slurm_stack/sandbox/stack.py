@@ -25,6 +25,7 @@ from slurm_stack.sandbox.state import SandboxState
 from slurm_stack.spec import (
     DB_PASSWORD_CONFIG_KEY,
     LDAP_PASSWORD_CONFIG_KEY,
+    REGISTRY_AUTH_CONFIG_KEY,
     ClusterSpec,
     load_spec,
 )
@@ -93,6 +94,7 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
         cluster,
         db_password_provided=given(DB_PASSWORD_CONFIG_KEY),
         ldap_password_provided=given(LDAP_PASSWORD_CONFIG_KEY),
+        registry_auth_provided=given(REGISTRY_AUTH_CONFIG_KEY),
     )
     config = {**stack.config, key: json.dumps(cluster)}
     result = run_program(

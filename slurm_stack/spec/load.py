@@ -19,6 +19,7 @@ def load_spec(
     *,
     db_password_provided: bool = False,
     ldap_password_provided: bool = False,
+    registry_auth_provided: bool = False,
     config_key: str = CONFIG_KEY,
 ) -> ClusterSpec:
     """Validate ``raw`` (a dict from stack config) and fill defaults.
@@ -30,7 +31,7 @@ def load_spec(
             [SpecIssue("", "must be an object (set it in Pulumi.<stack>.yaml under config)")],
             config_key,
         )
-    context = RuleContext(db_password_provided, ldap_password_provided)
+    context = RuleContext(db_password_provided, ldap_password_provided, registry_auth_provided)
     text = list(text_issues(raw, ClusterSpec))
     issues = [*text, *cross_field_issues(raw, context)]
     spec = None

@@ -99,6 +99,7 @@ PARTITION_LINES = Owned(OWNED_PARTITION_KEYS, "{key} comes from {where}, not opt
 
 DB_PASSWORD_CONFIG_KEY = "slurm-stack:accountingDbPassword"
 LDAP_PASSWORD_CONFIG_KEY = "slurm-stack:ldapBindPassword"
+REGISTRY_AUTH_CONFIG_KEY = "slurm-stack:containerRegistryAuth"
 
 Raw = dict[str, Any]
 Rule = Callable[[Raw, "RuleContext"], Iterator[SpecIssue]]
@@ -107,9 +108,15 @@ Rule = Callable[[Raw, "RuleContext"], Iterator[SpecIssue]]
 class RuleContext:
     """Facts from outside `slurm-stack:cluster` that rules need."""
 
-    def __init__(self, db_password_provided: bool = False, ldap_password_provided: bool = False):
+    def __init__(
+        self,
+        db_password_provided: bool = False,
+        ldap_password_provided: bool = False,
+        registry_auth_provided: bool = False,
+    ):
         self.db_password_provided = db_password_provided
         self.ldap_password_provided = ldap_password_provided
+        self.registry_auth_provided = registry_auth_provided
 
 
 def _get(mapping: Any, key: str, default: Any = None) -> Any:
@@ -630,6 +637,17 @@ def directory_bind_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
         )
 
 
+def registry_auth_needs_containers(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
+    """Registry credentials are for container jobs: without them, nothing would read them."""
+    if ctx.registry_auth_provided and _get(_get(raw, "containers"), "enabled") is not True:
+        key = REGISTRY_AUTH_CONFIG_KEY.split(":")[1]
+        yield SpecIssue(
+            "containers.enabled",
+            f"{key} is set but container jobs are off: set containers.enabled: true, or "
+            f"remove the credentials (`pulumi config rm {key}`)",
+        )
+
+
 RULES: tuple[Rule, ...] = (
     unique_names,
     pool_names_fit,
@@ -649,6 +667,7 @@ RULES: tuple[Rule, ...] = (
     external_db_password,
     user_ids_are_distinct,
     directory_bind_password,
+    registry_auth_needs_containers,
 )
 
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from slurm_stack.sandbox.session import Sandbox
-from tests.cluster.registry import running_registry
+from tests.cluster.registry import running_registries
 
 HERE = Path(__file__).resolve().parent
 STACK = HERE / "Pulumi.itest.yaml"
@@ -200,8 +200,8 @@ def running_stack(
 
 @pytest.fixture(scope="session")
 def image_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The container tests' registry on the host (tests/cluster/registry.py)."""
-    with running_registry(tmp_path_factory.mktemp("registry")):
+    """The container tests' registries on the host (tests/cluster/registry.py)."""
+    with running_registries(tmp_path_factory.mktemp("registry")):
         yield
 
 

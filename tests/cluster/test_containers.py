@@ -4,11 +4,20 @@ once into the jail's cache (the itest stack's `containers.cache: jail`), and a m
 fails the job with a message naming it. The GPU case is in test_gpus.py."""
 
 import shlex
+from pathlib import Path
 
 import pytest
 
 from tests.cluster.conftest import Cluster, wait_for
-from tests.cluster.registry import IMAGE_MARKER, TEST_IMAGE, registry_for
+from tests.cluster.registry import (
+    AUTH_REGISTRY_PORT,
+    IMAGE_MARKER,
+    TEST_IMAGE,
+    build_image,
+    push,
+    registry_for,
+)
+from tests.cluster.test_security import TASK_BOUNDING_SET
 
 pytestmark = pytest.mark.usefixtures("image_registry")
 
@@ -64,18 +73,70 @@ def test_the_image_is_read_only_and_gives_no_privilege(cluster: Cluster) -> None
     assert "CapEff:\t0000000000000000" in out, out
     assert "NoNewPrivs:\t1" in out, out
     assert "tmp-writable" in out, out
+    # The pool's submounts (cpu: /scratch, /opt/site) and the jail's (/datasets) come along.
+    mounted = cluster.ok(
+        cluster.login(
+            f"srun -p main -w itest-cpu-0 --container-image={image()} "
+            "sh -c 'ls -d /scratch /opt/site /datasets'"
+        )
+    )
+    assert mounted.split() == ["/datasets", "/opt/site", "/scratch"], mounted
+
+
+def test_root_in_a_container_has_the_jails_limits_and_setuid_raises_nobody(
+    cluster: Cluster,
+) -> None:
+    script = (
+        "id -u; grep CapBnd /proc/self/status; mount -t proc proc /tmp 2>&1 || echo no-mount; "
+        "touch /bin/new 2>&1"
+    )
+    out = cluster.sandbox.exec(
+        "itest-login-0",
+        ["sh", "-c", f"srun -p main --container-image={image()} sh -c {shlex.quote(script)} 2>&1"],
+    ).stdout
+    lines = out.splitlines()
+    assert "0" in lines and f"CapBnd:\t{TASK_BOUNDING_SET}" in lines, out
+    assert "no-mount" in lines and "permission denied" in out.lower(), out
+    assert "touch: /bin/new: Read-only file system" in lines, out
+    # As a user, the image's setuid-root busybox runs as the user (nosuid, no_new_privs).
+    uid = cluster.ok(cluster.login("id -u")).strip()
+    assert (
+        cluster.ok(
+            cluster.login(f"srun -p main --container-image={image()} /opt/suid/busybox id -u")
+        ).strip()
+        == uid
+    )
+
+
+def test_a_tag_that_moves_to_another_image_is_pulled_anew(cluster: Cluster, tmp_path: Path) -> None:
+    moving = image("test/moving:1")
+    run = f"srun -p main -w itest-cpu-0 --container-image={moving} cat /etc/image-marker"
+    push(build_image(tmp_path / "first", "first build"), "test/moving:1")
+    assert cluster.ok(cluster.login(run)).strip() == "first build"
+    push(build_image(tmp_path / "second", "second build"), "test/moving:1")
+    assert cluster.ok(cluster.login(run)).strip() == "second build"
+
+
+def test_registries_not_listed_as_insecure_are_reached_over_https(cluster: Cluster) -> None:
+    # An address the itest stack does not list in containers.insecureRegistries: whatever
+    # answers there (or nothing), the pull speaks HTTPS to it.
+    registry = registry_for("gpus")
+    run = cluster.login(f"srun -p main --container-image={registry}/{TEST_IMAGE} true")
+    assert run.returncode != 0
+    assert f'Get "https://{registry}/v2/"' in run.stderr, run.stderr
+    # A listed one is asked over plain HTTP (the open registry's log would show it too).
+    assert cluster.ok(cluster.login(f"srun -p main --container-image={image()} true")) == ""
 
 
 def test_an_image_is_pulled_once_into_the_jail_cache_root_only(cluster: Cluster) -> None:
     cluster.ok(cluster.login(f"srun -p main --container-image={image()} true"))
     cache = cluster.jail / "var" / "cache" / "slurm-stack" / "containers"
-    images = sorted(cache.glob("sha256-*"))
-    assert len(images) == 1, images
     assert (cache.stat().st_mode & 0o777, cache.stat().st_uid) == (0o700, 0)
-    first = images[0].stat().st_ino
+    images = {path.name: path.stat().st_ino for path in cache.glob("sha256-*")}
+    assert images, "no image in the jail's cache"
     # The same image from the other pool's node (the jail is shared): no second copy.
     cluster.ok(cluster.login(f"srun -p gpu --container-image={image()} true"))
-    assert [p.stat().st_ino for p in cache.glob("sha256-*")] == [first]
+    assert {path.name: path.stat().st_ino for path in cache.glob("sha256-*")} == images
     # Users cannot read the cache from a login session or a job.
     denied = cluster.login("ls /var/cache/slurm-stack/containers")
     assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
@@ -108,6 +169,15 @@ def test_a_missing_image_fails_the_job_naming_it(cluster: Cluster) -> None:
         cluster.login(f"sbatch --parsable -p main --container-image={missing} --wrap true")
     ).strip()
     assert sacct_state(cluster, job) == "FAILED"
+
+
+def test_a_registry_that_wants_credentials_the_cluster_lacks_says_so(cluster: Cluster) -> None:
+    # The itest stack has no containerRegistryAuth (test_gpus.py sets and removes some).
+    locked = f"{registry_for('itest', AUTH_REGISTRY_PORT)}/{TEST_IMAGE}"
+    run = cluster.login(f"srun -p main --container-image={locked} true")
+    assert run.returncode != 0
+    assert f"container image '{locked}': cannot pull image" in run.stderr, run.stderr
+    assert "authentication required" in run.stderr, run.stderr
 
 
 def test_a_malformed_reference_is_refused_by_srun(cluster: Cluster) -> None:

@@ -11,8 +11,16 @@ import pytest
 import yaml
 
 from slurm_stack import paths
+from slurm_stack.spec import REGISTRY_AUTH_CONFIG_KEY
 from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
-from tests.cluster.registry import IMAGE_MARKER, TEST_IMAGE, registry_for
+from tests.cluster.registry import (
+    AUTH_REGISTRY_PORT,
+    IMAGE_MARKER,
+    PULL_PASSWORD,
+    TEST_IMAGE,
+    docker_config,
+    registry_for,
+)
 
 STACK = Path(__file__).parent / "Pulumi.gpus.yaml"
 FAKE_GPU_TOOLS = Path(__file__).parents[2] / "images" / "fake-gpu"
@@ -29,8 +37,12 @@ def gpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         states = cluster.node_states()
         return states.get(QUAD) == "idle" and SHORT in states
 
+    document = yaml.safe_load(STACK.read_text())
+    document["config"][REGISTRY_AUTH_CONFIG_KEY] = docker_config(
+        registry_for("gpus", AUTH_REGISTRY_PORT)
+    )
     cluster = boot_stack(
-        yaml.safe_load(STACK.read_text()),
+        document,
         tmp_path_factory.mktemp("gpus"),
         2,
         before_up=device_plugin,
@@ -127,11 +139,50 @@ def test_a_container_job_sees_its_gpus_and_the_nodes_driver_files(gpus: Cluster)
         gpus.login(f"srun -p main --gres=gpu:1 --container-image={image} sh -c '{seen}'")
     ).splitlines()
     assert len(one) == 4 and one[1] == "0" and one[2].startswith("GPU 0: "), one
+    paths_seen = gpus.ok(
+        gpus.login(
+            f"srun -p main --gres=gpu:1 --container-image={image} "
+            "sh -c 'echo $PATH; echo $LD_LIBRARY_PATH'"
+        )
+    ).splitlines()
+    assert [p.split(":")[0] for p in paths_seen] == [
+        f"{paths.GPU_DRIVER_DIR}/bin",
+        f"{paths.GPU_DRIVER_DIR}/lib",
+    ], paths_seen
     none = gpus.login(f"srun -p main --container-image={image} sh -c '{seen}'").stdout
     assert "No such file or directory" in none and "No devices were found" in none, none
     cached = gpus.ok(gpus.node(QUAD, f"ls {paths.CONTAINER_CACHE_NODE_DIR}")).split()
     assert len(cached) == 1 and cached[0].startswith("sha256-"), cached
     assert not (gpus.jail / "var" / "cache" / "slurm-stack").exists()
+
+
+@pytest.mark.usefixtures("image_registry")
+def test_registry_credentials_come_and_go_without_restarting_a_worker(gpus: Cluster) -> None:
+    image = f"{registry_for('gpus', AUTH_REGISTRY_PORT)}/{TEST_IMAGE}"
+    pull = f"srun -p main --container-image={image} cat /etc/image-marker"
+    assert gpus.ok(gpus.login(pull)).strip() == IMAGE_MARKER
+    workers = {name: started for name, started in gpus.daemons().items() if "slurmd" in name}
+    assert workers
+
+    def set_credentials(value: str | None) -> None:
+        document = yaml.safe_load(gpus.stack_file.read_text())
+        document["config"].pop(REGISTRY_AUTH_CONFIG_KEY, None)
+        if value is not None:
+            document["config"][REGISTRY_AUTH_CONFIG_KEY] = value
+        gpus.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+        report = gpus.sandbox.up(build=False)
+        assert not [pod for pod in report.created if pod in (QUAD, SHORT)], report
+
+    set_credentials(None)
+    refused = gpus.login(pull)
+    assert refused.returncode != 0, refused
+    assert f"container image '{image}': cannot pull image" in refused.stderr, refused
+    assert "authentication required" in refused.stderr, refused.stderr
+    assert PULL_PASSWORD not in refused.stderr
+    set_credentials(docker_config(registry_for("gpus", AUTH_REGISTRY_PORT)))
+    assert gpus.ok(gpus.login(pull)).strip() == IMAGE_MARKER
+    # The pods read the new files in place: no worker restarted for either change.
+    assert {n: s for n, s in gpus.daemons().items() if "slurmd" in n} == workers
 
 
 def test_a_pod_short_of_its_pools_gpus_is_drained_naming_both_counts(gpus: Cluster) -> None:
