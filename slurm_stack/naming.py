@@ -51,6 +51,11 @@ def jwt_key_secret_name(cluster: str) -> str:
     return f"{cluster}-jwt-key"
 
 
+def node_state_name(cluster: str) -> str:
+    """The node-state controller's Deployment, ServiceAccount and Role."""
+    return f"{cluster}-node-state"
+
+
 def registry_auth_secret_name(cluster: str) -> str:
     """The Secret holding the credentials worker pods pull container jobs' images with."""
     return f"{cluster}-registry-auth"

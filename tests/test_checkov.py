@@ -52,6 +52,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("CKV_K8S_25", "pool-update"): MUNGE,
     ("CKV_K8S_25", "nccl-benchmark"): MUNGE,
     ("CKV_K8S_25", "exporter"): MUNGE,
+    ("CKV_K8S_25", "node-state"): MUNGE,
+    ("CKV_K8S_38", "node-state"): "the node-state controller lists nodes and pods: its token",
     ("CKV_K8S_25", "users"): MUNGE + "; sync-users has CHOWN to hand homes to their users",
     ("CKV_K8S_25", "jail"): "populate-jail writes a root filesystem: CHOWN, FOWNER, ...",
     ("CKV_K8S_25", "worker"): JAIL,

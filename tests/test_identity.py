@@ -1,5 +1,6 @@
 """ServiceAccounts: every pod of every shipped stack names its component's own account, none
-mounts an API token, and nothing is bound to a Role."""
+but the node-state controller's mounts an API token, and nothing but its account is bound to
+a Role: one that lists nodes and one that lists the cluster's pods."""
 
 import json
 import runpy
@@ -18,6 +19,7 @@ ITEST_STACK = ROOT / "tests" / "cluster" / "Pulumi.itest.yaml"
 HOST_PROGRAM = ROOT / "examples" / "host-program" / "__main__.py"
 ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 RBAC = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+COMPONENT = "app.kubernetes.io/component"
 
 
 def dev_with(change: Any) -> ProgramRun:
@@ -92,7 +94,8 @@ def test_no_pod_mounts_a_token_and_each_names_an_account_the_stack_creates(
     kinds = {r.type.split(":")[-1] for r, _ in pods}
     assert {"StatefulSet", "Job"} <= kinds
     for resource, pod in pods:
-        assert pod["automountServiceAccountToken"] is False, resource.urn
+        reads_the_api = resource.inputs["metadata"]["labels"][COMPONENT] == "node-state"
+        assert pod["automountServiceAccountToken"] is reads_the_api, resource.urn
         namespace = resource.inputs["metadata"]["namespace"]
         assert (namespace, pod["serviceAccountName"]) in accounts, resource.urn
 
@@ -109,12 +112,34 @@ def test_one_account_per_component_and_none_unused(stack: ProgramRun) -> None:
         assert len(owners) == 1, (name, owners)
 
 
-def test_nothing_is_bound_to_a_role(stack: ProgramRun) -> None:
+def test_only_the_node_state_account_is_bound_and_only_to_read(stack: ProgramRun) -> None:
     documents = manifests(stack.resources)
-    assert not [d for d in documents if d["kind"] in RBAC]
-    assert not [r for r in stack.resources if "rbac.authorization.k8s.io" in r.type]
+    rbac = {(d["kind"], d["metadata"]["name"]): d for d in documents if d["kind"] in RBAC}
     accounts = [d for d in documents if d["kind"] == "ServiceAccount"]
-    assert validate_manifests(accounts) == []  # strict schemas, every supported minor
+    assert validate_manifests(accounts + list(rbac.values())) == []  # strict, every minor
+    node_state = [a for a in accounts if a["metadata"]["labels"][COMPONENT] == "node-state"]
+    if not node_state:
+        assert rbac == {}
+        return
+    [account] = node_state
+    namespace, name = account["metadata"]["namespace"], account["metadata"]["name"]
+    cluster_wide = f"{namespace}-{name}"
+    assert set(rbac) == {
+        ("ClusterRole", cluster_wide),
+        ("ClusterRoleBinding", cluster_wide),
+        ("Role", name),
+        ("RoleBinding", name),
+    }
+    assert rbac[("ClusterRole", cluster_wide)]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}
+    ]
+    assert rbac[("Role", name)]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+    ]
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    assert rbac[("ClusterRoleBinding", cluster_wide)]["subjects"] == subject
+    assert rbac[("RoleBinding", name)]["subjects"] == subject
+    assert "namespace" not in rbac[("ClusterRole", cluster_wide)]["metadata"]
 
 
 def test_each_account_belongs_to_its_workloads_component_and_comes_first(

@@ -72,6 +72,7 @@ EXPECTED = {
     "nccl-benchmark": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
     "exporter": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
     "rest": ("restricted", "slurmrestd runs as its own user with no capabilities"),
+    "node-state": ("baseline", "the munge sidecar starts as root with CHOWN/SETUID/SETGID"),
     "worker": ("privileged", "slurmd enters the jail: SYS_ADMIN, AppArmor Unconfined"),
     "login": ("privileged", "sshd enters the jail: SYS_ADMIN, AppArmor Unconfined"),
 }

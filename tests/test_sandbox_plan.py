@@ -32,9 +32,11 @@ SANDBOX_ONLY_WAITS = {"worker": {"reconfigure"}}
 
 @pytest.fixture(scope="module")
 def rest_dev_run() -> ProgramRun:
-    """The dev stack with the REST API, so that every component of STARTS_AFTER runs."""
+    """The dev stack with the REST API and the node-state controller, so that every component
+    of STARTS_AFTER runs."""
     config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
     config["restApi"] = {"enabled": True}
+    config["nodeState"] = {"enabled": True}
     return run_program(run, config={"slurm-stack:cluster": json.dumps(config)})
 
 

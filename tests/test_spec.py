@@ -594,6 +594,19 @@ def bad(changes: dict[str, Any], path: str, fragment: str, count: int = 1, *, id
 
 
 INVALID = [
+    # ---- the node-state controller
+    bad(
+        {"nodeState": {"enabled": True, "intervalSeconds": 1}},
+        "nodeState.intervalSeconds",
+        "greater than or equal to 2",
+        id="node-state-too-often",
+    ),
+    bad(
+        {"nodeState": {"enable": True}},
+        "nodeState.enable",
+        "unknown key; valid keys here: enabled, intervalSeconds",
+        id="node-state-misspelt",
+    ),
     # ---- container jobs
     bad(
         {"containers": {"enabled": True, "cache": "shared"}},
@@ -2163,8 +2176,8 @@ INVALID = [
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, containers, "
         "controller, directory, healthChecks, images, jail, labels, login, metrics, name, "
-        "namespace, networkPolicy, partitions, restApi, siteScripts, slurmVersion, topology, "
-        "workerPools",
+        "namespace, networkPolicy, nodeState, partitions, restApi, siteScripts, slurmVersion, "
+        "topology, workerPools",
         id="unknown-top-level-key",
     ),
     bad(

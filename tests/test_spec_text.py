@@ -148,6 +148,7 @@ def full_config() -> dict[str, Any]:
         "cache": "jail",
         "insecureRegistries": ["registry.cluster.local:5000", "10.0.0.7"],
     }
+    cluster["nodeState"] = {"enabled": True, "intervalSeconds": 15}
     cluster["topology"] = {"rootSwitch": "spine"}
     for i, pool in enumerate(cluster["workerPools"]):
         pool["switch"] = f"leaf-{i}"

@@ -21,6 +21,11 @@
     Serve the cluster's state as Prometheus metrics (see :mod:`.exporter`); exit 2 when the
     environment is unusable.
 
+``healthcheck node-state``
+    Drain the Slurm nodes of cordoned or NotReady Kubernetes nodes with a ``k8s:`` reason and
+    resume them when their node recovers (see :mod:`.node_state`), until stopped; exit 2 when
+    the environment is unusable.
+
 ``healthcheck nccl-submit [--dry-run]``
     Submit one NCCL benchmark job per idle GPU node (configured by ``NCCL_*`` environment
     variables, see :mod:`.nccl_submit`), log one line per node to stderr. Exit 0 all submitted,
@@ -34,7 +39,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -42,8 +47,9 @@ from . import registry
 from .checks.dcgm import job_diag_failure
 from .config import DEFAULT_CONFIG_PATH, ConfigError, load_config
 from .context import Context
-from .drain import Action, Decision, Owner, decide, drain_reason
+from .drain import Decision, Owner, drain_reason
 from .exporter import ExporterConfig, serve
+from .kube_api import KubeApi
 from .logline import format_line
 from .nccl import (
     NcclOutputError,
@@ -57,10 +63,11 @@ from .nccl import (
     with_dcgm,
 )
 from .nccl_submit import nccl_submit
+from .node_actions import decide_and_apply
+from .node_state import NodeStateConfig, run_forever
 from .result import CheckResult
 from .results_file import ResultsFileError, write_results
 from .runner import Runner, run_command
-from .slurm_node import NodeError, NodeNotRegistered, drain_node, get_node_state, resume_node
 
 # slurmd starts HealthCheckProgram with an almost empty environment.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -97,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     nccl.add_argument("--timeout", type=float, default=_SCONTROL_TIMEOUT, help="scontrol timeout")
     nccl.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     commands.add_parser("exporter", help="serve the cluster's state as Prometheus metrics")
+    commands.add_parser("node-state", help="drain Slurm nodes of cordoned Kubernetes nodes")
     submit = commands.add_parser("nccl-submit", help="submit the NCCL benchmark to idle nodes")
     submit.add_argument("--dry-run", action="store_true", help="decide and log, submit nothing")
     return parser
@@ -120,7 +128,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(format_line("exporter", [("result", "error"), ("error", exc)]), file=sys.stderr)
             return 2
         return serve(config, run_command)
+    if args.command == "node-state":
+        return node_state(os.environ)
     return run_quick(args.config, node_name(args.node), args.dry_run, sys.stderr)
+
+
+def node_state(environ: Mapping[str, str]) -> int:
+    """The node-state controller's loop (returns only when its environment is unusable)."""
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        config = NodeStateConfig.from_environ(environ)
+        api = KubeApi.in_cluster(environ)
+    except ValueError as exc:
+        log(format_line("node-state", [("result", "error"), ("error", exc)]))
+        return 2
+    except KeyError as exc:  # outside a pod: no API server to ask
+        log(
+            format_line("node-state", [("result", "error"), ("error", f"{exc.args[0]} is not set")])
+        )
+        return 2
+    run_forever(config, api, run_command, log)
+    return 0
 
 
 def run_quick(
@@ -148,7 +179,7 @@ def run_quick(
     config = context.config
     results = registry.run_checks(context, config.enabled_checks)
     wanted = drain_reason(results)
-    decision, error = _decide_and_apply(
+    decision, error = decide_and_apply(
         context.runner, node, wanted, Owner.QUICK, config.command_timeout_seconds, dry_run
     )
     results_error = None
@@ -169,29 +200,6 @@ def _write_results(
     except (ResultsFileError, OSError) as exc:
         return str(exc)
     return None
-
-
-def _decide_and_apply(
-    runner: Runner, node: str, wanted: str | None, owner: Owner, timeout: float, dry_run: bool
-) -> tuple[Decision, str | None]:
-    try:
-        state = get_node_state(runner, node, timeout)
-    except NodeNotRegistered:
-        # Nothing to drain or resume yet; the next run, once registered, acts on the result.
-        return Decision(Action.NONE, None, "node not registered yet"), None
-    except NodeError as exc:
-        return decide(None, wanted, owner), str(exc)
-    decision = decide(state, wanted, owner)
-    if dry_run:
-        return decision, None
-    try:
-        if decision.action is Action.DRAIN and decision.reason is not None:
-            drain_node(runner, node, decision.reason, timeout)
-        elif decision.action is Action.RESUME:
-            resume_node(runner, node, timeout)
-    except NodeError as exc:
-        return decision, str(exc)
-    return decision, None
 
 
 def _quick_fields(
@@ -261,7 +269,7 @@ def nccl_verdict(args: argparse.Namespace, runner: Runner, out: TextIO) -> int:
     ]
     error = None
     if args.node:
-        decision, error = _decide_and_apply(
+        decision, error = decide_and_apply(
             runner, args.node, reason, Owner.NCCL, args.timeout, args.dry_run
         )
         fields += [("node", args.node), ("action", decision.action.value), ("why", decision.why)]

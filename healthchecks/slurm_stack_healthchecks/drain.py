@@ -1,9 +1,10 @@
 """Whether to drain, resume or leave a node alone: a pure function of its state and the results.
 
-Drain reasons we own start with ``healthcheck:``. The quick checks and the NCCL benchmark each
-own their own reasons (``healthcheck: nccl ...`` belongs to the benchmark), so a passing quick
-check never resumes a node the benchmark drained, and neither ever touches a node drained, downed
-or failed with anybody else's reason.
+Drain reasons we own start with ``healthcheck:`` or ``k8s:``. The quick checks and the NCCL
+benchmark each own their own reasons (``healthcheck: nccl ...`` belongs to the benchmark), and
+the node-state controller owns ``k8s:`` (a cordoned or NotReady Kubernetes node), so none ever
+resumes a node another drained, and none ever touches a node drained, downed or failed with
+anybody else's reason.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from .slurm_node import NodeState
 
 PREFIX = "healthcheck:"
 NCCL_PREFIX = f"{PREFIX} nccl"
+K8S_PREFIX = "k8s:"
 MAX_REASON_LENGTH = 120
 _SEPARATOR = "; "
 
 
 class Owner(enum.Enum):
-    """Who is deciding: the quick checks or the NCCL benchmark."""
+    """Who is deciding: the quick checks, the NCCL benchmark or the node-state controller."""
 
     QUICK = "quick"
     NCCL = "nccl"
+    K8S = "k8s"
 
     def owns(self, reason: str | None) -> bool:
         """Whether ``reason`` is one this owner set."""
@@ -33,6 +36,8 @@ class Owner(enum.Enum):
             return False
         if self is Owner.NCCL:
             return reason.startswith(NCCL_PREFIX)
+        if self is Owner.K8S:
+            return reason.startswith(K8S_PREFIX)
         return reason.startswith(PREFIX) and not reason.startswith(NCCL_PREFIX)
 
 

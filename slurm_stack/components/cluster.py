@@ -14,6 +14,7 @@ from slurm_stack.components.kube import by_content, child_options, register
 from slurm_stack.components.login import LoginPool
 from slurm_stack.components.metrics import Metrics
 from slurm_stack.components.network import NetworkPolicies
+from slurm_stack.components.node_state import NodeState
 from slurm_stack.components.rest_api import RestApi
 from slurm_stack.components.secrets import ClusterSecrets
 from slurm_stack.components.timeouts import TIMEOUTS
@@ -215,6 +216,10 @@ class SlurmCluster(pulumi.ComponentResource):
                 opts=here,
             )
             self.rest_api_url = rest.url
+        if spec.node_state.enabled:
+            NodeState(
+                f"{name}-node-state", spec, config_name, [controller.statefulset, *guard], opts=here
+            )
 
         user = spec.login.users[0].name if spec.login.users else "root"
         self.namespace = pulumi.Output.from_input(spec.namespace)

@@ -14,6 +14,9 @@ _ARGUMENTS = {
     "immutable": "immutable",
     "type": "type",
     "automountServiceAccountToken": "automount_service_account_token",
+    "rules": "rules",
+    "roleRef": "role_ref",
+    "subjects": "subjects",
 }
 
 # Claims and custom resources that hold user data: never deleted by an update or destroy.

@@ -42,6 +42,7 @@ TIMEOUTS: dict[str, str] = {
     "pool-update": _minutes(POOL_UPDATE_DEADLINE_SECONDS + JOB_MARGIN_SECONDS),  # Job
     "exporter": "10m",  # Deployment: ready once munge (or sackd) runs and it listens
     "exporter-service": "10m",  # its Service
+    "node-state": "10m",  # Deployment: ready once munge (or sackd) runs
     "rest-api": "10m",  # Deployment: ready once slurmrestd listens
     "rest-api-service": "10m",  # its Service
 }

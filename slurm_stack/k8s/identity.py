@@ -1,9 +1,11 @@
 """ServiceAccounts: one per component, bound to no Role, and no pod mounts a token.
 
-No slurm-stack pod talks to the Kubernetes API. Every pod still runs as some ServiceAccount
-(`default` when none is named), so each component gets its own, with no RoleBinding or
-ClusterRoleBinding anywhere: a token of one grants nothing, and none is mounted
-(`automountServiceAccountToken: false` on the account and on every pod).
+No slurm-stack pod talks to the Kubernetes API but the node-state controller's
+(`nodeState.enabled`, k8s/node_state.py), whose account alone is bound to Roles and whose pod
+alone mounts a token. Every pod still runs as some ServiceAccount (`default` when none is
+named), so each component gets its own, with no RoleBinding or ClusterRoleBinding for any
+other: a token of one grants nothing, and none is mounted
+(`automountServiceAccountToken: false` on the account and on every other pod).
 
 Each worker pool has an account of its own, like its StatefulSet, Service and budget: it
 goes away with the pool, and an admin can grant one pool something outside the cluster (a
@@ -27,6 +29,7 @@ _NAMES = {
     "nccl-benchmark": lambda cluster: f"{cluster}-nccl-benchmark",
     "exporter": lambda cluster: f"{cluster}-exporter",
     "rest": naming.rest_api_name,
+    "node-state": naming.node_state_name,
 }
 
 

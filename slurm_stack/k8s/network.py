@@ -43,13 +43,14 @@ class Flow:
 
 
 def client_jobs(spec: ClusterSpec) -> tuple[str, ...]:
-    """Components of the Jobs, and of the metrics exporter, that run Slurm commands (the
-    populate-jail Job runs none)."""
+    """Components of the Jobs, the metrics exporter and the node-state controller, that run
+    Slurm commands (the populate-jail Job runs none)."""
     return (
         "users",
         "reconfigure",
         *(("nccl-benchmark",) if spec.nccl_enabled else ()),
         *(("exporter",) if spec.metrics.enabled else ()),
+        *(("node-state",) if spec.node_state.enabled else ()),
     )
 
 

@@ -1066,6 +1066,21 @@ class Containers(TypedDict, total=False):
     )
 
 
+class NodeState(TypedDict, total=False):
+    """Kubernetes node state reaches Slurm: a small controller drains the Slurm nodes of a
+    cordoned or NotReady Kubernetes node and resumes them when it recovers
+    (docs/node-state.md)."""
+
+    enabled: NotRequired[bool]
+    (
+        "Run the `<name>-node-state` Deployment. It is the only pod with a Kubernetes API token: "
+        "its ServiceAccount may list nodes (a ClusterRole) and the cluster's pods (a Role). "
+        "Default: false."
+    )
+    interval_seconds: NotRequired[int]
+    """How often it compares the Kubernetes nodes with the Slurm nodes. Default: 10."""
+
+
 class SlurmClusterArgs(TypedDict, total=False):
     """Arguments of a SlurmCluster: the cluster spec, as under `slurm-stack:cluster` in stack
     config, and the passwords (secrets)."""
@@ -1136,6 +1151,8 @@ class SlurmClusterArgs(TypedDict, total=False):
     """Slurm's REST API with token authentication (off by default)."""
     containers: NotRequired[Containers]
     """Jobs in OCI images with `--container-image` (off by default)."""
+    node_state: NotRequired[NodeState]
+    """Cordoned or NotReady Kubernetes nodes drain their Slurm nodes (off by default)."""
     db_password: NotRequired[pulumi.Input[str]]
     (
         "Password of the external accounting database's user (a secret): needed with "

@@ -25,6 +25,11 @@ Everything Kubernetes does that podman does not is translated here, in one place
   is `optional` and absent is an empty directory that fills when the object appears, as the
   kubelet mounts it; one that is not optional fails the plan, naming the object, where the
   kubelet would leave the pod waiting in ContainerCreating;
+- a pod that mounts its ServiceAccount token gets KUBERNETES_SERVICE_HOST/PORT and the token,
+  CA and namespace at the kubelet's path, for the sandbox's stand-in API (kube_api.py), where
+  each pod runs on a stand-in node of its own; what stays different: the kubelet sets those
+  variables in every pod, the stand-in answers only the node-state controller's two lists,
+  and it enforces no Role (any request with its one token may read both);
 - a generated Secret keeps the data of its first apply, as Pulumi keeps a random resource's
   value, and takes new data when its generation annotation changes (the JWT key's, with
   `restApi.keyGeneration`, the random resource's `keepers`); what stays different: the mock
@@ -114,9 +119,15 @@ import base64
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from slurm_stack.sandbox.kube_api import PORT as KUBE_API_PORT
+from slurm_stack.sandbox.kube_api import (
+    SERVICE_ACCOUNT_DIR,
+    kube_api_address,
+    service_account_dir,
+)
 from slurm_stack.spec.quantity import parse_quantity
 
 Manifest = dict[str, Any]
@@ -134,6 +145,7 @@ STARTS_AFTER: dict[str, tuple[str, ...]] = {
     "reconfigure": ("controller",),
     "rest": ("controller", "accounting", "jail"),  # a client of both; users from the jail
     "exporter": ("controller", "jail"),  # it mounts the health checks' results in the jail
+    "node-state": ("controller",),
     "login": ("controller", "jail"),
     "users": ("controller", "jail", "accounting", "reconfigure"),
     # Pulumi starts the reconfigure Job once the controller is updated, so on Kubernetes it
@@ -356,6 +368,8 @@ def plan(
         containers = _containers(
             name, pod_spec, volumes, secrets, image_tag, state_dir, gpu_devices or {}
         )
+        if pod_spec.get("automountServiceAccountToken"):
+            containers = _with_api_access(containers, state_dir, subnet)
         pods.append(
             Pod(
                 name,
@@ -387,6 +401,22 @@ def plan(
         tuple(sorted(directories)),
         tuple(sorted(empty_dirs)),
         tuple(sorted(claim_sizes.items())),
+    )
+
+
+def _with_api_access(
+    containers: tuple[Container, ...], state_dir: str, subnet: str
+) -> tuple[Container, ...]:
+    """What the kubelet gives a pod that mounts its ServiceAccount token: the API server's
+    address in the environment and the token, CA and namespace at the standard path; here,
+    the sandbox's stand-in API (kube_api.py)."""
+    account = Mount(service_account_dir(state_dir), SERVICE_ACCOUNT_DIR, True)
+    address = (
+        ("KUBERNETES_SERVICE_HOST", kube_api_address(subnet)),
+        ("KUBERNETES_SERVICE_PORT", str(KUBE_API_PORT)),
+    )
+    return tuple(
+        replace(c, env=(*c.env, *address), mounts=(*c.mounts, account)) for c in containers
     )
 
 

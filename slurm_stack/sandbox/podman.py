@@ -178,6 +178,13 @@ class Podman:
         """Whether a pod, container, network or image of that name exists."""
         return self.run([kind, "exists", name], check=False).returncode == 0
 
+    def running(self, container: str) -> bool:
+        """Whether a container of that name exists and runs."""
+        result = self.run(
+            ["container", "inspect", "--format", "{{.State.Running}}", container], check=False
+        )
+        return result.returncode == 0 and result.stdout.strip() == "true"
+
     def labelled(self, kind: str, label: str) -> list[dict[str, object]]:
         """Pods or containers carrying ``label`` (`key=value`), as podman lists them."""
         base = ["pod", "ps"] if kind == "pod" else ["ps", "--all"]

@@ -205,10 +205,7 @@ class SandboxPrometheus:
         return changed
 
     def running(self) -> bool:
-        result = self.podman.run(
-            ["container", "inspect", "--format", "{{.State.Running}}", self.name], check=False
-        )
-        return result.returncode == 0 and result.stdout.strip() == "true"
+        return self.podman.running(self.name)
 
     def start(self, image: str) -> None:
         """Start it, or have a running one reread its configuration."""

@@ -21,6 +21,8 @@ from slurm_stack.sandbox.apply import (
     unmount_below,
 )
 from slurm_stack.sandbox.images import ROOT, ensure_images
+from slurm_stack.sandbox.kube_api import PORT as KUBE_API_PORT
+from slurm_stack.sandbox.kube_api import SandboxKubeApi, wants_kube_api
 from slurm_stack.sandbox.plan import (
     FAKE_DRIVER_LIBRARY_NAME,
     NVIDIA_MAJOR,
@@ -489,7 +491,21 @@ class Sandbox:
             self.log("images built")
         current = self.render()
         self._install_fake_gpu_tools()
+        kube_api = self.kube_api() if wants_kube_api(self._manifests) else None
+        if kube_api is not None:
+            kube_api.prepare(self._manifests)  # the token pods mount must exist before them
         report = self.applier().apply(current)
+        if kube_api is not None:
+            # The controller's own image (the ops image) has the python3 the server needs.
+            image = next(
+                c.image
+                for p in current.pods
+                if p.component == "node-state"
+                for c in p.containers
+                if c.name == "node-state"
+            )
+            kube_api.start(image)
+            self.log(f"stand-in Kubernetes API: https://{kube_api.address}:{KUBE_API_PORT}")
         if wants_prometheus(self._manifests):
             prometheus = self.prometheus()
             changed = prometheus.write_config(self._manifests, current.hosts)
@@ -499,6 +515,12 @@ class Sandbox:
         # The outputs the next run reads back, recorded only for an `up` that succeeded.
         self.state.save_outputs(self._outputs)
         return report
+
+    def kube_api(self) -> SandboxKubeApi:
+        """The stand-in Kubernetes API this sandbox runs when a pod reads the API."""
+        return SandboxKubeApi(
+            self.name, network_name(self.name), subnet_for(self.name), self.state.root, self.podman
+        )
 
     def prometheus(self) -> SandboxPrometheus:
         """The Prometheus this sandbox runs when its stack renders ServiceMonitors."""
@@ -513,6 +535,7 @@ class Sandbox:
         stack's (a copy of this stack file may stop its own sandbox)."""
         self.refuse_collision("down", stopping=True)
         self.prometheus().stop()
+        self.kube_api().stop()
         removed = self.applier().down(graceful=not delete_data)
         if delete_data:
             unmount_below(self.state.root, include_itself=False)

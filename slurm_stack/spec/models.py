@@ -1191,6 +1191,17 @@ class RestApi(SpecModel):
     """Where slurmrestd pods may run: node selector, tolerations, affinity."""
 
 
+class NodeState(SpecModel):
+    """Kubernetes node state reaches Slurm: a small controller drains the Slurm nodes of a
+    cordoned or NotReady Kubernetes node and resumes them when it recovers (docs/node-state.md)."""
+
+    enabled: bool = False
+    """Run the `<name>-node-state` Deployment. It is the only pod with a Kubernetes API token:
+    its ServiceAccount may list nodes (a ClusterRole) and the cluster's pods (a Role)."""
+    interval_seconds: int = Field(default=10, ge=2, le=300)
+    """How often it compares the Kubernetes nodes with the Slurm nodes."""
+
+
 RegistryHost = Annotated[
     str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?(:[0-9]{1,5})?$")
 ]
@@ -1489,6 +1500,8 @@ class ClusterSpec(SpecModel):
     """Slurm's REST API with token authentication (off by default)."""
     containers: Containers = Field(default_factory=Containers)
     """Jobs in OCI images with `--container-image` (off by default)."""
+    node_state: NodeState = Field(default_factory=NodeState)
+    """Cordoned or NotReady Kubernetes nodes drain their Slurm nodes (off by default)."""
 
     @field_validator("slurm_version", mode="before")
     @classmethod
