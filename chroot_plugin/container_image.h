@@ -9,6 +9,9 @@
 #include "jail_args.h"
 
 #define CONTAINER_REF_MAX 255
+/* srun gives a step 600 s to start (src/api/step_launch.c); the fetch program ends its own
+ * work at 540 s, and is killed, with skopeo and umoci, at this limit. */
+#define CONTAINER_FETCH_TIMEOUT 570
 
 /*
  * Whether `ref` is an image reference the plugin passes on: 1-255 characters of letters,

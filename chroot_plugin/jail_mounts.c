@@ -513,63 +513,122 @@ static int seal_image_root(void)
 	return fail("make the image's root read-only: %s", strerror(errno));
 }
 
-/* The mount at `root` becomes `/` of a private mount namespace, with the node-local pieces
- * and, for a container, the jail's pieces a container sees. */
-static int enter_root(const struct jail_config *cfg, const char *root, int container,
-		      unsigned int job_id, const struct gpu_devices *gpus, int *gpu_bound)
-{
-	int jail_fd = -1, rc;
+/* An image's root, opened in the step's namespace on its way into the jail. */
+static int image_fd = -1;
 
-	*gpu_bound = 0;
-	if (!cfg->job_tmp[0] || !cfg->job_shm[0])
-		return fail("plugstack.conf lacks job_tmp= or job_shm=");
-	if (private_namespace())
+/*
+ * The image's tree at CONTAINER_ROOT in the jail (this namespace's mount only): the image
+ * root, with the node-local pieces and the jail's pieces bound in, sealed. `jail_fd` is the
+ * jail's root.
+ */
+static int prepare_container(const struct jail_config *cfg, int image, int jail_fd,
+			     unsigned int job_id, const struct gpu_devices *gpus, int *gpu_bound)
+{
+	char source[64], target[64];
+	int at, rc;
+
+	root_fd = jail_fd;
+	at = jail_target(CONTAINER_ROOT, 1, 1);
+	root_fd = -1;
+	if (at < 0)
 		return -1;
-	in_private_namespace = 1;
-	/* The root must be a mount point of its own to be moved over `/`. */
-	if (mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0)
-		return fail("bind %s onto itself: %s", root, strerror(errno));
-	root_fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd_path(source, image);
+	fd_path(target, at);
+	rc = mount(source, target, NULL, MS_BIND | MS_REC, NULL) != 0 ? errno : 0;
+	close(at);
+	if (rc)
+		return fail("bind the image's root at %s: %s", CONTAINER_ROOT, strerror(rc));
+	root_fd = open_beneath(jail_fd, CONTAINER_ROOT + 1, O_PATH | O_DIRECTORY, 0);
 	if (root_fd < 0)
-		return fail("open %s: %s", root, strerror(errno));
-	/* Opened in the new namespace: a mount of another namespace cannot be bound. */
-	if (container) {
-		jail_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (jail_fd < 0) {
-			rc = fail("open the jail at %s: %s", cfg->jail, strerror(errno));
-			goto out;
-		}
-	}
+		return fail("open %s: %s", CONTAINER_ROOT, strerror(errno));
 	rc = bind_node_local(cfg, job_id, gpus, gpu_bound);
-	if (!rc && container)
+	if (!rc)
 		rc = bind_jail_pieces(jail_fd);
-	if (!rc && container)
+	if (!rc)
 		rc = seal_image_root();
-out:
-	if (jail_fd >= 0)
-		close(jail_fd);
 	close(root_fd);
 	root_fd = -1;
-	return rc ? rc : switch_root(root);
+	return rc;
 }
 
-int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct gpu_devices *gpus,
-	       int *gpu_bound)
+
+/* A private mount namespace in which the jail, with the node-local pieces, is `/`; with
+ * `image`, that directory of the pod opened on the way (without following a symlink). */
+static int enter_jail(const struct jail_config *cfg, unsigned int job_id,
+		      const struct gpu_devices *gpus, int *gpu_bound, const char *image)
 {
 	char probe[PATH_MAX];
+	int rc;
 
+	*gpu_bound = 0;
 	if (snprintf(probe, sizeof(probe), "%s/etc/passwd", cfg->jail) >= (int)sizeof(probe))
 		return fail("the jail path %s is too long", cfg->jail);
 	if (access(probe, R_OK) != 0)
 		return fail("the jail at %s is not usable (%s: %s)", cfg->jail, probe,
 			    strerror(errno));
-	return enter_root(cfg, cfg->jail, 0, job_id, gpus, gpu_bound);
+	if (!cfg->job_tmp[0] || !cfg->job_shm[0])
+		return fail("plugstack.conf lacks job_tmp= or job_shm=");
+	if (private_namespace())
+		return -1;
+	in_private_namespace = 1;
+	/* The jail must be a mount point of its own to be moved over `/`. */
+	if (mount(cfg->jail, cfg->jail, NULL, MS_BIND | MS_REC, NULL) != 0)
+		return fail("bind %s onto itself: %s", cfg->jail, strerror(errno));
+	if (image) {
+		struct open_how how = {
+			.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+		};
+
+		image_fd = (int)syscall(SYS_openat2, AT_FDCWD, image, &how, sizeof(how));
+		if (image_fd < 0)
+			return fail("the image's root %s: %s", image, why(errno));
+	}
+	root_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root_fd < 0)
+		return fail("open %s: %s", cfg->jail, strerror(errno));
+	rc = bind_node_local(cfg, job_id, gpus, gpu_bound);
+	if (!rc && image_fd >= 0) {
+		int jail_fd = root_fd, image_gpu_bound;
+
+		/* Before the switch: the node-local pieces are the pod's paths. */
+		rc = prepare_container(cfg, image_fd, jail_fd, job_id, gpus, &image_gpu_bound);
+		root_fd = jail_fd;
+		close(image_fd);
+		image_fd = -1;
+	}
+	close(root_fd);
+	root_fd = -1;
+	return rc ? rc : switch_root(cfg->jail);
 }
 
-int jail_enter_container(const struct jail_config *cfg, const char *rootfs, unsigned int job_id,
-			 const struct gpu_devices *gpus, int *gpu_bound)
+int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct gpu_devices *gpus,
+	       int *gpu_bound)
 {
-	return enter_root(cfg, rootfs, 1, job_id, gpus, gpu_bound);
+	return enter_jail(cfg, job_id, gpus, gpu_bound, NULL);
+}
+
+int jail_enter_image(const struct jail_config *cfg, const char *rootfs, unsigned int job_id,
+		     const struct gpu_devices *gpus, int *gpu_bound)
+{
+	return enter_jail(cfg, job_id, gpus, gpu_bound, rootfs);
+}
+
+int container_enter_task(void)
+{
+	char cwd[PATH_MAX];
+	int have_cwd = getcwd(cwd, sizeof(cwd)) != NULL;
+
+	if (chroot(CONTAINER_ROOT) != 0)
+		return fail("chroot into the image: %s", strerror(errno));
+	/* The task's directory by the same path in the image (the jail's /home is there);
+	 * where the image has none, / (Slurm 26.05 then moves to the job's directory itself,
+	 * or reports that it cannot and starts in /tmp). */
+	if (!have_cwd || chdir(cwd) != 0) {
+		if (chdir("/") != 0)
+			return fail("chdir / in the image: %s", strerror(errno));
+	}
+	return 0;
 }
 
 int jail_enter_void(const struct jail_config *cfg, unsigned int job_id)

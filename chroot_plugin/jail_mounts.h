@@ -22,13 +22,24 @@ extern char jail_error[1024];
 int jail_enter(const struct jail_config *cfg, unsigned int job_id, const struct gpu_devices *gpus,
 	       int *gpu_bound);
 
+/* Where a container step's image tree is mounted in its jail (its namespace only). */
+#define CONTAINER_ROOT "/run/slurm-stack/container"
+
 /*
- * As jail_enter, with an image's unpacked root filesystem `rootfs` as `/` instead of the jail
- * (--container-image): the same node-local pieces, the jail's /home and, read-only, its
- * /etc/passwd and /etc/group; the image's own files read-only, nosuid and nodev.
+ * As jail_enter (slurmstepd's root becomes the jail, so what it opens by path as root later,
+ * its plugins, name service modules or PAM, never comes from a user's image), and the pod's
+ * directory `rootfs` (an image's unpacked root, reached without following a symlink)
+ * prepared at CONTAINER_ROOT for the step's tasks (--container-image): the same node-local
+ * pieces, the jail's /home and, read-only, its /etc/passwd and /etc/group; the image's own
+ * files read-only, nosuid and nodev. Each task then enters it with container_enter_task.
+ * Returns 0, or -1 with jail_error set.
  */
-int jail_enter_container(const struct jail_config *cfg, const char *rootfs, unsigned int job_id,
-			 const struct gpu_devices *gpus, int *gpu_bound);
+int jail_enter_image(const struct jail_config *cfg, const char *rootfs, unsigned int job_id,
+		     const struct gpu_devices *gpus, int *gpu_bound);
+
+/* In a forked task, as root, before it becomes the job's user: chroot into CONTAINER_ROOT and
+ * go to the same directory there. Returns 0, or -1 with jail_error set. */
+int container_enter_task(void);
 
 /*
  * After jail_enter failed: make `/` an empty, throwaway root with only the node-local pieces

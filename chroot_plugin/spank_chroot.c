@@ -44,6 +44,7 @@ SPANK_PLUGIN(chroot, 1);
 static struct jail_config cfg;
 static int opted_out;
 static int gpu_driver_bound; /* this step's jail has the node's GPU driver files */
+static int in_container;     /* each task enters the image prepared at CONTAINER_ROOT */
 static int jail_failed;	     /* entering the jail failed: every task of the step fails */
 static int gpus_confined;    /* this step's /dev has only its GPUs, step_gpus */
 static struct gpu_devices node_gpus, step_gpus;
@@ -158,27 +159,38 @@ failed:
 	return -1;
 }
 
-/* The step's root is the image the job named: fetched (or found in the node's cache) by the
- * node's fetch program, then entered as the jail would be. A failure fails every task with
- * the image's name and the reason, on an empty root. */
+/* The step's tasks run in the image the job named: fetched (or found in the node's cache) by
+ * the node's fetch program, prepared inside the step's jail, entered by each task. A failure
+ * fails every task with the image's name and the reason. */
 static int enter_container(spank_t sp, uint32_t job_id)
 {
 	char rootfs[PATH_MAX], err[sizeof(jail_error)];
+	const struct gpu_devices *gpus;
 
 	if (select_step_gpus(sp) != 0)
-		goto failed;
+		goto no_jail;
+	gpus = gpus_confined ? &step_gpus : NULL;
 	if (container_fetch(&cfg, container_image, rootfs, sizeof(rootfs), err, sizeof(err)) != 0) {
 		snprintf(failure, sizeof(failure), "container image '%s': %s", container_image, err);
 		jail_failed = 1;
-		goto failed;
 	}
+	if ((jail_failed ? jail_enter(&cfg, job_id, gpus, &gpu_driver_bound)
+			 : jail_enter_image(&cfg, rootfs, job_id, gpus, &gpu_driver_bound)) != 0) {
+		if (!jail_failed)
+			snprintf(failure, sizeof(failure), "container image '%s': %s",
+				 container_image, jail_error);
+		jail_failed = 1;
+		goto no_jail;
+	}
+	if (jail_failed)
+		goto failed; /* in the jail: the tasks fail there */
 	slurm_info("chroot: job %u runs in image '%s' (%s)", job_id, container_image, rootfs);
-	if (jail_enter_container(&cfg, rootfs, job_id, gpus_confined ? &step_gpus : NULL,
-				 &gpu_driver_bound) == 0)
-		return 0;
-	snprintf(failure, sizeof(failure), "container image '%s': %s", container_image, jail_error);
-	jail_failed = 1;
+	in_container = 1;
+	return 0;
 failed:
+	slurm_error("chroot: job %u: %s", job_id, failure);
+	return 0;
+no_jail:
 	slurm_error("chroot: job %u: %s", job_id, failure);
 	if (jail_enter_void(&cfg, job_id) != 0) {
 		slurm_error("chroot: job %u: %s", job_id, jail_error);
@@ -240,6 +252,8 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		return 0;
 	if (jail_failed)
 		return task_fail("%s", failure);
+	if (in_container && container_enter_task() != 0)
+		return task_fail("container image '%s': %s", container_image, jail_error);
 	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		return task_fail("cannot tell the job's user");
 	if (task_limit_privileges(uid, err, sizeof(err)) != 0)

@@ -627,6 +627,13 @@ INVALID = [
         id="insecure-registries-in-one-string",
     ),
     bad(
+        {"containers": {"enabled": True, "cache": "jail"}, "jail.allowRootJobs": True},
+        "containers.cache",
+        "jail is refused with jail.allowRootJobs: root jobs could change the shared image "
+        "cache; use cache: node",
+        id="jail-cache-with-root-jobs",
+    ),
+    bad(
         {"containers": {"enable": True}},
         "containers.enable",
         "unknown key; valid keys here: cache, enabled, insecureRegistries",

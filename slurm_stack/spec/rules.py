@@ -637,6 +637,22 @@ def directory_bind_password(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
         )
 
 
+def jail_cache_without_root_jobs(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
+    """The fetch program writes the jail's image cache as the pod's root: root in the jail,
+    which root jobs run as, could race it into writing elsewhere in the pod."""
+    containers = _get(raw, "containers")
+    if (
+        _get(containers, "enabled") is True
+        and _get(containers, "cache") == "jail"
+        and _get(_get(raw, "jail"), "allowRootJobs") is True
+    ):
+        yield SpecIssue(
+            "containers.cache",
+            "jail is refused with jail.allowRootJobs: root jobs could change the shared image "
+            "cache; use cache: node",
+        )
+
+
 def registry_auth_needs_containers(raw: Raw, ctx: RuleContext) -> Iterator[SpecIssue]:
     """Registry credentials are for container jobs: without them, nothing would read them."""
     if ctx.registry_auth_provided and _get(_get(raw, "containers"), "enabled") is not True:
@@ -668,6 +684,7 @@ RULES: tuple[Rule, ...] = (
     user_ids_are_distinct,
     directory_bind_password,
     registry_auth_needs_containers,
+    jail_cache_without_root_jobs,
 )
 
 

@@ -1,13 +1,15 @@
 """Container jobs on real Slurm (`srun --container-image`): an image from a local registry runs
 as the job's user on two nodes, sees the jail's homes, is read-only and unprivileged, is pulled
-once into the jail's cache (the itest stack's `containers.cache: jail`), and a missing image
-fails the job with a message naming it. The GPU case is in test_gpus.py."""
+once per node into the pod's cache (the itest stack's `containers.cache: node`), and a missing
+image fails the job with a message naming it. The GPU case and the jail's cache are in
+test_gpus.py."""
 
 import shlex
 from pathlib import Path
 
 import pytest
 
+from slurm_stack import paths
 from tests.cluster.conftest import Cluster, wait_for
 from tests.cluster.registry import (
     AUTH_REGISTRY_PORT,
@@ -128,18 +130,46 @@ def test_registries_not_listed_as_insecure_are_reached_over_https(cluster: Clust
     assert cluster.ok(cluster.login(f"srun -p main --container-image={image()} true")) == ""
 
 
-def test_an_image_is_pulled_once_into_the_jail_cache_root_only(cluster: Cluster) -> None:
-    cluster.ok(cluster.login(f"srun -p main --container-image={image()} true"))
-    cache = cluster.jail / "var" / "cache" / "slurm-stack" / "containers"
-    assert (cache.stat().st_mode & 0o777, cache.stat().st_uid) == (0o700, 0)
-    images = {path.name: path.stat().st_ino for path in cache.glob("sha256-*")}
-    assert images, "no image in the jail's cache"
-    # The same image from the other pool's node (the jail is shared): no second copy.
-    cluster.ok(cluster.login(f"srun -p gpu --container-image={image()} true"))
-    assert {path.name: path.stat().st_ino for path in cache.glob("sha256-*")} == images
-    # Users cannot read the cache from a login session or a job.
-    denied = cluster.login("ls /var/cache/slurm-stack/containers")
-    assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
+def test_an_image_is_pulled_once_per_node_into_a_root_only_cache(cluster: Cluster) -> None:
+    node, run = "itest-cpu-0", f"srun -p main -w itest-cpu-0 --container-image={image()} true"
+    cache = paths.CONTAINER_CACHE_NODE_DIR
+    cluster.ok(cluster.login(run))
+    assert cluster.ok(cluster.node(node, f"stat -c '%a %u' {cache}")).strip() == "700 0"
+    listing = f"ls -i {cache} | grep sha256-"
+    before = cluster.ok(cluster.node(node, listing))
+    cluster.ok(cluster.login(run))
+    assert cluster.ok(cluster.node(node, listing)) == before  # the same copy, not a new one
+    # The image's setuid-root busybox is kept without its setuid bit.
+    mode = cluster.node(node, f"stat -c '%a %u' {cache}/sha256-*/rootfs/opt/suid/busybox")
+    assert set(cluster.ok(mode).split("\n")) - {""} == {"755 0"}, mode  # every image in it
+    # The cache is the pod's, not the jail's: a login session has no such directory.
+    missing = cluster.login(f"ls {cache}")
+    assert missing.returncode != 0 and "No such file" in missing.stderr, missing
+
+
+def test_only_the_tasks_enter_the_image_slurmstepd_stays_in_the_jail(cluster: Cluster) -> None:
+    # slurmstepd runs as root: what it opens by path later (plugins, name service modules)
+    # must come from the jail, never from an image a user chose. (That the tasks see the
+    # image, the other tests show.)
+    node = "itest-cpu-1"
+    job = cluster.ok(
+        cluster.login(
+            f"sbatch --parsable -w {node} -o /dev/null --container-image={image()} "
+            "--wrap 'sleep 60'"
+        )
+    ).strip()
+    try:
+        wait_for("the job running", lambda: cluster.job_state(job) == "RUNNING")
+        stepd = f"$(pgrep -f 'slurmstepd: .{job}.batch.' | head -1)"
+        probe = (
+            f'pid={stepd}; test -n "$pid" || exit 1; '
+            "test -e /proc/$pid/root/etc/image-marker && echo image; "
+            "test -e /proc/$pid/root/.slurm-stack-populated && echo jail; true"
+        )
+        root = wait_for("slurmstepd's root", lambda: cluster.node(node, probe).stdout.split())
+        assert root == ["jail"], root
+    finally:
+        cluster.login(f"scancel {job}")
 
 
 def test_a_batch_job_runs_its_script_in_the_image(cluster: Cluster) -> None:

@@ -120,7 +120,6 @@ def test_tasks_number_the_gpus_they_see_from_zero(gpus: Cluster) -> None:
 
 @pytest.mark.usefixtures("image_registry")
 def test_a_container_job_sees_its_gpus_and_the_nodes_driver_files(gpus: Cluster) -> None:
-    # containers.cache is `node` here: the image lands in the worker pod, not in the jail.
     image = f"{registry_for('gpus')}/{TEST_IMAGE}"
     seen = (
         "ls /dev/nvidia[0-9]* 2>&1; echo $CUDA_VISIBLE_DEVICES; nvidia-smi -L; "
@@ -151,9 +150,16 @@ def test_a_container_job_sees_its_gpus_and_the_nodes_driver_files(gpus: Cluster)
     ], paths_seen
     none = gpus.login(f"srun -p main --container-image={image} sh -c '{seen}'").stdout
     assert "No such file or directory" in none and "No devices were found" in none, none
-    cached = gpus.ok(gpus.node(QUAD, f"ls {paths.CONTAINER_CACHE_NODE_DIR}")).split()
-    assert len(cached) == 1 and cached[0].startswith("sha256-"), cached
-    assert not (gpus.jail / "var" / "cache" / "slurm-stack").exists()
+    # containers.cache is `jail` here: one root-only copy on the jail's volume, none in the pod.
+    cache = gpus.jail / "var" / "cache" / "slurm-stack" / "containers"
+    assert (cache.stat().st_mode & 0o777, cache.stat().st_uid) == (0o700, 0)
+    copies = {p.name: p.stat().st_ino for p in cache.glob("sha256-*")}
+    assert len(copies) == 1, copies
+    gpus.ok(gpus.login(f"srun -p main --container-image={image} true"))
+    assert {p.name: p.stat().st_ino for p in cache.glob("sha256-*")} == copies
+    assert gpus.node(QUAD, f"test -e {paths.CONTAINER_CACHE_NODE_DIR}").returncode != 0
+    denied = gpus.login(f"ls {paths.CONTAINER_CACHE_JAIL_DIR.removeprefix(paths.JAIL_DIR)}")
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
 
 
 @pytest.mark.usefixtures("image_registry")
