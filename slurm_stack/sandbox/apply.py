@@ -446,12 +446,16 @@ class Applier:
 
     # -- the whole plan -----------------------------------------------------------------------
 
-    def apply(self, plan: Plan) -> ApplyReport:
-        """Bring the sandbox to ``plan``; see the module docstring."""
+    def ensure_network(self, plan: Plan) -> None:
+        """The sandbox's network, made if missing (tools beside the pods join it)."""
         if not self.podman.exists("network", network_name(self.sandbox)):
             self.podman.run(
                 network_create_args(network_name(self.sandbox), plan.subnet, self.sandbox)
             )
+
+    def apply(self, plan: Plan) -> ApplyReport:
+        """Bring the sandbox to ``plan``; see the module docstring."""
+        self.ensure_network(plan)
         sizes = dict(plan.claims)
         for directory in plan.directories:
             if directory in sizes:

@@ -100,11 +100,18 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
     # Every daemon took the pushed config without dying: sackd and slurmd re-execute
     # themselves; sshd, slurmdbd, munged and MariaDB are not touched. Only the controller's
     # pod is new, and none of its containers has restarted either; and the metrics
-    # exporter's and slurmrestd's, stateless Slurm clients whose pods name the config they
-    # read.
+    # exporter's, slurmrestd's and the node-state controller's, stateless Slurm clients whose
+    # pods name the config they read.
     daemons_after = cluster.daemons()
-    replaced = (f"{cluster.controller}--", "itest-exporter-0--", "itest-rest-")
-    assert {"itest-exporter-0", "itest-rest-0", "itest-rest-1"} <= set(report.created)
+    replaced = (
+        f"{cluster.controller}--",
+        "itest-exporter-0--",
+        "itest-rest-",
+        "itest-node-state-0--",
+    )
+    assert {"itest-exporter-0", "itest-rest-0", "itest-rest-1", "itest-node-state-0"} <= set(
+        report.created
+    )
     restarted = {
         name: (before_, daemons_after.get(name))
         for name, before_ in daemons_before.items()
