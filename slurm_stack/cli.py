@@ -54,6 +54,7 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
         ("run-cronjob", "run a CronJob's pod once now (kubectl create job --from=cronjob/NAME)"),
         ("kill-pod", "kill a pod without preStop or grace (a crash), then recreate it"),
         ("delete-pod", "delete a pod as an eviction does (preStop, grace), then recreate it"),
+        ("kube-node", "cordon, uncordon or label the stand-in Kubernetes node of a pod"),
     ):
         action = actions.add_parser(name, help=text)
         source = action.add_mutually_exclusive_group()
@@ -81,6 +82,8 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
             action.add_argument("name", help="the CronJob, e.g. dev-nccl-benchmark")
         if name in ("kill-pod", "delete-pod"):
             action.add_argument("name", help="the pod, e.g. dev-cpu-1")
+        if name == "kube-node":
+            _add_kube_node_arguments(action)
         if name == "ssh":
             action.add_argument(
                 "--user", default="sandbox", help="a user of login.users (default: sandbox)"
@@ -95,10 +98,42 @@ def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
             action.add_argument("remote", nargs=argparse.REMAINDER, metavar="COMMAND")
 
 
+def _add_kube_node_arguments(action: argparse.ArgumentParser) -> None:
+    action.add_argument("name", help="the pod (e.g. dev-cpu-1) or its node (node-dev-cpu-1)")
+    cordon = action.add_mutually_exclusive_group()
+    cordon.add_argument("--cordon", dest="unschedulable", action="store_true", default=None)
+    cordon.add_argument("--uncordon", dest="unschedulable", action="store_false")
+    ready = action.add_mutually_exclusive_group()
+    ready.add_argument("--ready", dest="ready", action="store_true", default=None)
+    ready.add_argument("--not-ready", dest="ready", action="store_false")
+    action.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a label (KEY- removes it), as `kubectl label node` does; repeatable",
+    )
+
+
+def _node_labels(given: list[str]) -> dict[str, str | None]:
+    """`--label` arguments: KEY=VALUE sets, KEY- removes; raises KeyError on anything else."""
+    labels: dict[str, str | None] = {}
+    for item in given:
+        if "=" in item:
+            key, value = item.split("=", 1)
+            labels[key] = value
+        elif item.endswith("-"):
+            labels[item[:-1]] = None
+        else:
+            raise KeyError(f"--label {item!r}: want KEY=VALUE, or KEY- to remove it")
+    return labels
+
+
 def _sandbox(args: argparse.Namespace) -> int:
     import subprocess
 
     from slurm_stack.sandbox.apply import SandboxError
+    from slurm_stack.sandbox.kube_api import node_of
     from slurm_stack.sandbox.podman import PodmanError
     from slurm_stack.sandbox.session import Sandbox, exec_interactive
 
@@ -145,6 +180,15 @@ def _sandbox(args: argparse.Namespace) -> int:
             print(
                 f"sandbox {sandbox.name}: deleted {args.name}; started {', '.join(report.created)}"
             )
+        elif args.action == "kube-node":
+            node = args.name if args.name.startswith("node-") else node_of(args.name)
+            sandbox.kube_api().set_node(
+                node,
+                unschedulable=args.unschedulable,
+                ready=args.ready,
+                labels=_node_labels(args.label),
+            )
+            print(f"sandbox {sandbox.name}: {node}: {sandbox.kube_api().nodes()[node]}")
         elif args.action == "run-cronjob":
             sandbox.run_cron_job(args.name)
             print(f"sandbox {sandbox.name}: {args.name} ran")

@@ -1,5 +1,15 @@
 """Kubernetes object and Slurm node names derived from the spec, in one place."""
 
+# Slurm features that start with this come from Kubernetes node labels (a pool's
+# labelFeatures): the node-state controller sets and replaces them (its LABEL_FEATURE_PREFIX).
+LABEL_FEATURE_PREFIX = "k8s-"
+# The reason a pool's node registers drained with when its switch comes from a node label:
+# the node-state controller's `k8s:` prefix, so the controller resumes it once placed.
+AWAITING_SWITCH_REASON = "k8s: awaiting its switch from the node-state controller"
+# The leaf switch such a node registers on (topology.conf declares it): a node outside the
+# topology would make Slurm refuse jobs that could only run there, rather than queue them.
+UNPLACED_SWITCH = "unplaced"
+
 # Pool names that would collide with the names of the cluster's other workloads.
 RESERVED_POOL_NAMES = frozenset(
     {

@@ -686,7 +686,7 @@ INVALID = [
     bad(
         {"workerPools[0].switch": "leaf-a"},
         "workerPools[0].switch",
-        "a switch needs `topology`",
+        "`switch` needs `topology`",
         id="switch-without-topology",
     ),
     bad(
@@ -727,6 +727,68 @@ INVALID = [
         "workerPools[0].nodeConfExtra[0]",
         "comes from the pool's switch",
         id="node-topology-by-hand",
+    ),
+    # ---- node labels: a pool's switch and features from its Kubernetes nodes
+    bad(
+        {
+            "topology": {},
+            "nodeState": {"enabled": True},
+            "workerPools[0].switch": "leaf-a",
+            "workerPools[0].switchLabel": "example.com/leaf",
+            "workerPools[1].switch": "leaf-b",
+        },
+        "workerPools[0].switchLabel",
+        "a pool takes `switch` (one switch for all its nodes) or `switchLabel`",
+        id="switch-and-switch-label",
+    ),
+    bad(
+        {"nodeState": {"enabled": True}, "workerPools[0].switchLabel": "example.com/leaf"},
+        "workerPools[0].switchLabel",
+        "`switchLabel` needs `topology`",
+        id="switch-label-without-topology",
+    ),
+    bad(
+        {
+            "topology": {},
+            "workerPools[0].switchLabel": "example.com/leaf",
+            "workerPools[1].switch": "leaf-b",
+        },
+        "workerPools[0].switchLabel",
+        "needs `nodeState.enabled: true`: the node-state controller is the only pod",
+        id="switch-label-without-node-state",
+    ),
+    bad(
+        {"workerPools[0].labelFeatures": {"zone": "topology.kubernetes.io/zone"}},
+        "workerPools[0].labelFeatures",
+        "needs `nodeState.enabled: true`",
+        id="label-features-without-node-state",
+    ),
+    bad(
+        {
+            "nodeState": {"enabled": True},
+            "workerPools[0].labelFeatures": {"Zone": "topology.kubernetes.io/zone"},
+        },
+        "workerPools[0].labelFeatures.Zone",
+        "DNS label",
+        id="label-feature-name-not-a-dns-label",
+    ),
+    bad(
+        {"nodeState": {"enabled": True}, "workerPools[0].labelFeatures": {"zone": "a/b/c"}},
+        "workerPools[0].labelFeatures.zone",
+        "not a label or annotation key",
+        id="label-feature-not-a-label-key",
+    ),
+    bad(
+        {"workerPools[0].features": ["k8s-zone-a"]},
+        "workerPools[0].features[0]",
+        "features that start with 'k8s-' come from Kubernetes node labels",
+        id="pool-feature-with-the-label-prefix",
+    ),
+    bad(
+        {"workerPools[0].name": "k8s-gpu"},
+        "workerPools[0].name",
+        "features that start with 'k8s-' are Kubernetes node labels'",
+        id="pool-name-with-the-label-prefix",
     ),
     # ---- what the jail plugin can hold per node
     bad(
@@ -2190,7 +2252,8 @@ INVALID = [
     bad(
         {"workerPools[1].gpu": 8},
         "workerPools[1].gpu",
-        "unknown key; valid keys here: defMemPerCpu, drain, features, gpuType, gpus, name,",
+        "unknown key; valid keys here: defMemPerCpu, drain, features, gpuType, gpus, "
+        "labelFeatures, name,",
         id="unknown-pool-key",
     ),
     bad(

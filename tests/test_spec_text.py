@@ -152,6 +152,10 @@ def full_config() -> dict[str, Any]:
     cluster["topology"] = {"rootSwitch": "spine"}
     for i, pool in enumerate(cluster["workerPools"]):
         pool["switch"] = f"leaf-{i}"
+    last = cluster["workerPools"][-1]
+    del last["switch"]
+    last["switchLabel"] = "network.example.com/leaf"
+    last["labelFeatures"] = {"zone": "topology.kubernetes.io/zone"}
     return cluster
 
 

@@ -1,11 +1,18 @@
 """Kubernetes node state reaches Slurm: the node-state controller.
 
 Every interval it lists the Kubernetes nodes and the cluster's worker pods (a worker pod is
-a Slurm node of the same name), and for each worker pod on a node:
+a Slurm node of the same name) and reads every Slurm node with one ``scontrol show nodes``.
+For each worker pod on a node:
 
+* the pod's pool takes features or its switch from node labels (``NODE_STATE_POOLS``,
+  :mod:`.node_labels`): set the node's ``k8s-`` features and ``Topology=`` to what the
+  labels say, leaving its other features alone;
 * the node is cordoned (``spec.unschedulable``) or not Ready: drain the Slurm node with
   ``k8s: node <name> cordoned`` or ``k8s: node <name> NotReady``;
-* the node is schedulable and Ready: resume the Slurm node if a ``k8s:`` reason drained it.
+* its switch label is missing or names no switch: drain it with a ``k8s:`` reason naming
+  the label;
+* otherwise: resume the Slurm node if a ``k8s:`` reason drained it (a node whose switch
+  comes from a label registers drained with one, and is resumed once placed).
 
 A Slurm node drained, downed or failed with any other reason (an admin's, a health
 check's) is never touched (:func:`.drain.decide` with :attr:`.drain.Owner.K8S`). A pod not
@@ -17,14 +24,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .drain import K8S_PREFIX, Action, Owner
 from .kube_api import KubeApi, KubeApiError
 from .logline import format_line
 from .node_actions import decide_and_apply
+from .node_labels import PoolLabels, merged_features, placement
 from .runner import Runner
+from .slurm_node import NodeError, NodeState, get_node_states, place_node
 
 TOOL = "node-state"
 # Touched after every pass: the pod's liveness probe restarts a controller whose loop hangs.
@@ -38,6 +47,7 @@ class KubeNode:
     name: str
     cordoned: bool
     ready: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def problem(self) -> str | None:
@@ -57,31 +67,49 @@ def parse_nodes(document: Mapping[str, Any]) -> dict[str, KubeNode]:
         conditions = item.get("status", {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         cordoned = bool(item.get("spec", {}).get("unschedulable"))
-        nodes[name] = KubeNode(name, cordoned, ready)
+        labels = item.get("metadata", {}).get("labels") or {}
+        nodes[name] = KubeNode(name, cordoned, ready, labels)
     return nodes
 
 
-def parse_pods(document: Mapping[str, Any]) -> dict[str, str]:
-    """A PodList: each scheduled pod's node, by pod name."""
+@dataclass(frozen=True)
+class PlacedPod:
+    """A scheduled worker pod: its Kubernetes node and its pool."""
+
+    node: str
+    pool: str | None = None
+
+
+def parse_pods(document: Mapping[str, Any], pool_label: str = "") -> dict[str, PlacedPod]:
+    """A PodList: each scheduled pod's node and pool (its ``pool_label``), by pod name."""
     placed = {}
     for item in document.get("items") or []:
-        name = item.get("metadata", {}).get("name")
+        metadata = item.get("metadata", {})
+        name = metadata.get("name")
         node = item.get("spec", {}).get("nodeName")
         if name and node:
-            placed[name] = node
+            placed[name] = PlacedPod(node, (metadata.get("labels") or {}).get(pool_label))
     return placed
 
 
-def wanted_reasons(nodes: Mapping[str, KubeNode], pods: Mapping[str, str]) -> dict[str, str | None]:
+def wanted_reasons(
+    nodes: Mapping[str, KubeNode],
+    pods: Mapping[str, PlacedPod],
+    pools: Mapping[str, PoolLabels] | None = None,
+) -> dict[str, str | None]:
     """For each worker pod on a listed node: the reason to drain its Slurm node with, or
-    None when its node is fine."""
+    None when its node is fine. A cordon or NotReady comes before a label's problem."""
     wanted: dict[str, str | None] = {}
-    for pod, node_name in sorted(pods.items()):
-        node = nodes.get(node_name)
+    for pod, placed in sorted(pods.items()):
+        node = nodes.get(placed.node)
         if node is None:
             continue
         problem = node.problem
-        wanted[pod] = f"{K8S_PREFIX} node {node_name} {problem}" if problem else None
+        if problem:
+            wanted[pod] = f"{K8S_PREFIX} node {node.name} {problem}"
+            continue
+        labels = (pools or {}).get(placed.pool or "")
+        wanted[pod] = placement(labels, node.name, node.labels).problem if labels else None
     return wanted
 
 
@@ -94,6 +122,8 @@ class NodeStateConfig:
     interval_seconds: float
     timeout_seconds: float = 10.0
     heartbeat_file: str = HEARTBEAT_FILE
+    pool_label: str = ""
+    pools: Mapping[str, PoolLabels] = field(default_factory=dict)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> NodeStateConfig:
@@ -106,7 +136,11 @@ class NodeStateConfig:
             raise ValueError(f"{exc.args[0]} is not set") from None
         if interval <= 0:
             raise ValueError("NODE_STATE_INTERVAL_SECONDS must be a positive number")
-        return cls(namespace, selector, interval)
+        pools = PoolLabels.from_json(environ.get("NODE_STATE_POOLS", ""))
+        pool_label = environ.get("NODE_STATE_POOL_LABEL", "")
+        if pools and not pool_label:
+            raise ValueError("NODE_STATE_POOL_LABEL is not set")
+        return cls(namespace, selector, interval, pool_label=pool_label, pools=pools)
 
 
 def sync_once(
@@ -119,20 +153,36 @@ def sync_once(
             api.get(
                 f"/api/v1/namespaces/{config.namespace}/pods",
                 {"labelSelector": config.pod_selector},
-            )
+            ),
+            config.pool_label,
         )
     except KubeApiError as exc:
         log(format_line(TOOL, [("result", "error"), ("error", exc)]))
         return False
+    try:
+        states = get_node_states(runner, config.timeout_seconds)
+    except NodeError as exc:
+        log(format_line(TOOL, [("result", "error"), ("error", exc)]))
+        return False
     ok = True
-    for slurm_node, wanted in wanted_reasons(nodes, pods).items():
+    for slurm_node, wanted in wanted_reasons(nodes, pods, config.pools).items():
+        state = states.get(slurm_node)
+        if state is None:
+            continue  # not registered yet: the next pass, once it is, acts on it
+        placed = pods[slurm_node]
+        labels = config.pools.get(placed.pool or "")
+        if labels:
+            error = _place(runner, slurm_node, state, labels, nodes[placed.node], config, log)
+            if error:
+                ok = False
+                continue  # not resumed before it is where its labels say
         decision, error = decide_and_apply(
-            runner, slurm_node, wanted, Owner.K8S, config.timeout_seconds, dry_run=False
+            runner, slurm_node, wanted, Owner.K8S, config.timeout_seconds, False, state
         )
         if decision.action is not Action.NONE or error:
             fields = [
                 ("node", slurm_node),
-                ("kube_node", pods[slurm_node]),
+                ("kube_node", placed.node),
                 ("action", decision.action.value),
                 ("reason", decision.reason),
                 ("why", decision.why),
@@ -141,6 +191,40 @@ def sync_once(
             log(format_line(TOOL, fields))
         ok = ok and error is None
     return ok
+
+
+def _place(
+    runner: Runner,
+    slurm_node: str,
+    state: NodeState,
+    labels: PoolLabels,
+    node: KubeNode,
+    config: NodeStateConfig,
+    log: Callable[[str], None],
+) -> str | None:
+    """Bring the Slurm node's ``k8s-`` features and switch in line with ``node``'s labels;
+    the error, if any, after logging what changed."""
+    wanted = placement(labels, node.name, node.labels)
+    features = merged_features(state.features, wanted.features)
+    new_features = features if features != list(state.features) else None
+    new_topology = wanted.topology if wanted.topology not in (None, state.topology) else None
+    if new_features is None and new_topology is None:
+        return None
+    error = None
+    try:
+        place_node(runner, slurm_node, new_features, new_topology, config.timeout_seconds)
+    except NodeError as exc:
+        error = str(exc)
+    fields = [
+        ("node", slurm_node),
+        ("kube_node", node.name),
+        ("action", "place"),
+        ("features", ",".join(new_features) if new_features is not None else None),
+        ("topology", new_topology),
+        ("error", error),
+    ]
+    log(format_line(TOOL, fields))
+    return error
 
 
 def run_forever(

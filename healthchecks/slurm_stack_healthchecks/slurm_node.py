@@ -14,6 +14,9 @@ _STATE_RE = re.compile(r"(?:^|\s)State=(?P<state>\S+)")
 # the next " Key=" field.
 _REASON_RE = re.compile(r"(?:^|\s)Reason=(?P<reason>.*?) \[[^\]\s@]+@[^\]\s]+\](?=\s|$)")
 _REASON_BARE_RE = re.compile(r"(?:^|\s)Reason=(?P<reason>.*?)\s*(?=\s[A-Za-z_]+=|$)")
+_NAME_RE = re.compile(r"^NodeName=(?P<name>\S+)")
+_FEATURES_RE = re.compile(r"(?:^|\s)AvailableFeatures=(?P<features>\S*)")
+_TOPOLOGY_RE = re.compile(r"(?:^|\s)Topology=(?P<topology>\S+)")
 
 
 class NodeError(Exception):
@@ -31,6 +34,10 @@ class NodeState:
 
     state: str
     reason: str | None
+    features: tuple[str, ...] = ()
+    """AvailableFeatures, in Slurm's order."""
+    topology: str | None = None
+    """The node's ``Topology=`` (Slurm 25.05 and newer show it when set)."""
 
     @property
     def flags(self) -> frozenset[str]:
@@ -50,7 +57,32 @@ def parse_node_oneliner(text: str) -> NodeState:
     if state is None:
         raise NodeError(f"no State= in scontrol output: {line[:80]!r}")
     reason = _REASON_RE.search(line) or _REASON_BARE_RE.search(line)
-    return NodeState(state["state"], reason["reason"] if reason and reason["reason"] else None)
+    features = _FEATURES_RE.search(line)
+    listed = features["features"] if features else ""
+    topology = _TOPOLOGY_RE.search(line)
+    return NodeState(
+        state["state"],
+        reason["reason"] if reason and reason["reason"] else None,
+        tuple(f for f in listed.split(",") if f and f != "(null)"),
+        topology["topology"] if topology else None,
+    )
+
+
+def get_node_states(runner: Runner, timeout: float) -> dict[str, NodeState]:
+    """Every node slurmctld knows, by name, from one ``scontrol show nodes``; raises
+    :class:`NodeError`."""
+    try:
+        result = runner([SCONTROL, "--oneliner", "show", "nodes"], timeout=timeout)
+    except CommandError as exc:
+        raise NodeError(str(exc)) from None
+    if result.returncode != 0:
+        raise NodeError(f"scontrol show nodes exited {result.returncode}: {_first(result)}")
+    states = {}
+    for line in result.stdout.splitlines():
+        name = _NAME_RE.match(line)
+        if name:
+            states[name["name"]] = parse_node_oneliner(line)
+    return states
 
 
 def get_node_state(runner: Runner, node: str, timeout: float) -> NodeState:
@@ -70,6 +102,21 @@ def drain_node(runner: Runner, node: str, reason: str, timeout: float) -> None:
     """``scontrol update NodeName=<node> State=DRAIN Reason=<reason>``; raises
     :class:`NodeError`."""
     _update(runner, node, ["State=DRAIN", f"Reason={reason}"], timeout)
+
+
+def place_node(
+    runner: Runner, node: str, features: list[str] | None, topology: str | None, timeout: float
+) -> None:
+    """Set the node's features (available and active alike) and/or its ``Topology=``;
+    raises :class:`NodeError`."""
+    fields = []
+    if features is not None:
+        listed = ",".join(features)
+        fields += [f"AvailableFeatures={listed}", f"ActiveFeatures={listed}"]
+    if topology is not None:
+        fields.append(f"Topology={topology}")
+    if fields:
+        _update(runner, node, fields, timeout)
 
 
 def resume_node(runner: Runner, node: str, timeout: float) -> None:

@@ -7,8 +7,10 @@ nodes are cluster-wide) and list pods in the cluster's namespace (a Role); nothi
 and no other pod mounts a token.
 """
 
+import json
+
 from slurm_stack import naming
-from slurm_stack.k8s.common import Manifest, env, metadata, selector_labels
+from slurm_stack.k8s.common import POOL_LABEL, Manifest, env, metadata, selector_labels
 from slurm_stack.k8s.identity import service_account_name
 from slurm_stack.k8s.jobs import client_pod
 from slurm_stack.spec.models import ClusterSpec
@@ -33,12 +35,33 @@ def worker_selector(spec: ClusterSpec) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(spec, "worker").items()))
 
 
+def pool_labels_setting(spec: ClusterSpec) -> str:
+    """NODE_STATE_POOLS: for each pool that reads node labels, its switch label and root
+    switch (`switchLabel`) and its features' labels (`labelFeatures`, by full feature
+    prefix), as the controller's ``PoolLabels.from_json`` takes them."""
+    pools = {}
+    for pool in spec.worker_pools:
+        if not (pool.switch_label or pool.label_features):
+            continue
+        pools[pool.name] = {
+            "switchLabel": pool.switch_label,
+            "rootSwitch": spec.topology.root_switch if spec.topology else None,
+            "features": {
+                f"{naming.LABEL_FEATURE_PREFIX}{name}-": label
+                for name, label in sorted(pool.label_features.items())
+            },
+        }
+    return json.dumps(pools, sort_keys=True, separators=(",", ":"))
+
+
 def node_state_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
     """One controller pod with the cluster's Slurm config and an API token."""
     settings = env(
         NODE_STATE_NAMESPACE=spec.namespace,
         NODE_STATE_POD_SELECTOR=worker_selector(spec),
         NODE_STATE_INTERVAL_SECONDS=str(spec.node_state.interval_seconds),
+        NODE_STATE_POOL_LABEL=POOL_LABEL,
+        NODE_STATE_POOLS=pool_labels_setting(spec),
     )
     pod = client_pod(spec, config_map, COMPONENT, settings, restart_policy="Always")
     [controller] = pod["containers"]

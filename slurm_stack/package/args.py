@@ -551,6 +551,21 @@ class WorkerPool(TypedDict, total=False):
         "on as few switches as they fit (`--switches` bounds it). Required when `topology` is set; "
         "pools may share a switch."
     )
+    switch_label: NotRequired[str]
+    (
+        "Instead of `switch`: a Kubernetes node label whose value names the leaf switch of each "
+        "node, so one pool's nodes spread over the switches their Kubernetes nodes are cabled to. "
+        "The node-state controller (`nodeState.enabled`) reads it and moves the Slurm node there; "
+        "a node registers drained and takes jobs once it is on its switch. A node without the "
+        "label, or with one that is no switch name, stays drained with a `k8s:` reason."
+    )
+    label_features: NotRequired[dict[str, str]]
+    (
+        "Kubernetes node labels as Slurm features: `{zone: topology.kubernetes.io/zone}` gives a "
+        "node on a Kubernetes node labelled `zone=a` the feature `k8s-zone-a`, for "
+        "`--constraint=k8s-zone-a`. The node-state controller (`nodeState.enabled`) keeps them in "
+        "step with the labels; a node without the label has no such feature."
+    )
 
 
 class Partition(TypedDict, total=False):

@@ -220,12 +220,15 @@ def render_cgroup_conf(spec: ClusterSpec) -> str:
 
 
 def render_topology_conf(spec: ClusterSpec) -> str | None:
-    """topology.conf: the root switch over every pool's leaf switch, each leaf declared
-    without nodes; a dynamic node joins its leaf as it registers (node_conf's Topology=).
-    None without a topology."""
+    """topology.conf: the root switch over every pool's leaf switch (and the leaf that nodes
+    whose switch is a label's wait on), each leaf declared without nodes; a dynamic node
+    joins its leaf as it registers (node_conf's Topology=). None without a topology."""
     if not spec.topology:
         return None
-    leaves = sorted({pool.switch for pool in spec.worker_pools if pool.switch})
+    leaves = sorted(
+        {pool.switch for pool in spec.worker_pools if pool.switch}
+        | ({naming.UNPLACED_SWITCH} if any(p.switch_label for p in spec.worker_pools) else set())
+    )
     lines = [f"# topology.conf rendered by slurm-stack for cluster {spec.name}."]
     lines += [f"SwitchName={leaf}" for leaf in leaves]
     root = f"SwitchName={spec.topology.root_switch}"
@@ -327,6 +330,11 @@ def node_conf(pool: WorkerPool) -> str:
     if pool.switch:
         # The topology.conf topology is named "default"; the leaf exists there already.
         parts.append(f"Topology=default:{pool.switch}")
+    elif pool.switch_label:
+        # Its switch is the Kubernetes node's label, which only the node-state controller
+        # reads: no job lands on the node before the controller has placed it.
+        parts.append(f'State=DRAIN Reason="{naming.AWAITING_SWITCH_REASON}"')
+        parts.append(f"Topology=default:{naming.UNPLACED_SWITCH}")
     extra_keys = {key_of(line).lower() for line in pool.node_conf_extra}
     memory, cpus = pool.real_memory, pool.cpus
     if memory is not None and "realmemory" not in extra_keys:

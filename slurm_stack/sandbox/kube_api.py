@@ -1,11 +1,11 @@
 """The stand-in Kubernetes API of one sandbox (`kube_api_server.py` in a container), and the
 stand-in nodes its pods run on.
 
-Each pod of the sandbox runs on a stand-in node of its own, `node-<pod>`, schedulable and
-Ready until a test or `sandbox kube-node` says otherwise. The node-state controller's pod
-(the only one with `automountServiceAccountToken: true`) gets what the kubelet gives such a
-pod: KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount volume (token, ca.crt, namespace),
-here pointing at the stand-in (plan.py adds them).
+Each pod of the sandbox runs on a stand-in node of its own, `node-<pod>`, schedulable,
+Ready and without labels until a test or `sandbox kube-node` says otherwise. The node-state
+controller's pod (the only one with `automountServiceAccountToken: true`) gets what the
+kubelet gives such a pod: KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount volume (token,
+ca.crt, namespace), here pointing at the stand-in (plan.py adds them).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import secrets
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,7 @@ class SandboxKubeApi:
 
     def prepare(self, manifests: list[Manifest]) -> None:
         """The token, the TLS identity (made once), the ServiceAccount volume's files, and
-        the pods and nodes as they are now (a node's cordon and readiness are kept)."""
+        the pods and nodes as they are now (a node's cordon, readiness and labels are kept)."""
         account = Path(service_account_dir(str(self.dir.parent)))
         account.mkdir(parents=True, exist_ok=True)
         if not (self.dir / "token").exists():
@@ -101,14 +102,21 @@ class SandboxKubeApi:
             {n: {"unschedulable": False, "ready": True, **s} for n, s in fresh.items()}
         )
 
-    def nodes(self) -> dict[str, dict[str, bool]]:
+    def nodes(self) -> dict[str, dict[str, Any]]:
         path = self.dir / "nodes.json"
         return json.loads(path.read_text()) if path.exists() else {}
 
     def set_node(
-        self, node: str, *, unschedulable: bool | None = None, ready: bool | None = None
+        self,
+        node: str,
+        *,
+        unschedulable: bool | None = None,
+        ready: bool | None = None,
+        labels: Mapping[str, str | None] | None = None,
     ) -> None:
-        """Cordon or uncordon a stand-in node, or make it (not) Ready; seen on the next read."""
+        """Cordon or uncordon a stand-in node, make it (not) Ready, or set its labels (a
+        None value removes one, as `kubectl label node NAME key-` does); seen on the next
+        read."""
         nodes = self.nodes()
         if node not in nodes:
             raise KeyError(f"no stand-in node {node} (known: {', '.join(sorted(nodes))})")
@@ -116,9 +124,12 @@ class SandboxKubeApi:
             nodes[node]["unschedulable"] = unschedulable
         if ready is not None:
             nodes[node]["ready"] = ready
+        if labels:
+            current = {**nodes[node].get("labels", {}), **labels}
+            nodes[node]["labels"] = {k: v for k, v in current.items() if v is not None}
         self._write_nodes(nodes)
 
-    def _write_nodes(self, nodes: dict[str, dict[str, bool]]) -> None:
+    def _write_nodes(self, nodes: dict[str, dict[str, Any]]) -> None:
         partial = self.dir / "nodes.json.new"
         partial.write_text(json.dumps(nodes, indent=1, sort_keys=True))
         partial.rename(self.dir / "nodes.json")  # the server never reads half a file

@@ -27,13 +27,13 @@ from typing import Any
 _PODS = re.compile(r"^/api/v1/namespaces/(?P<namespace>[a-z0-9-]+)/pods$")
 
 
-def node_list(nodes: dict[str, dict[str, bool]]) -> dict[str, Any]:
+def node_list(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     items = []
     for name, state in sorted(nodes.items()):
         ready = "True" if state.get("ready", True) else "False"
         items.append(
             {
-                "metadata": {"name": name},
+                "metadata": {"name": name, "labels": state.get("labels", {})},
                 "spec": {"unschedulable": True} if state.get("unschedulable") else {},
                 "status": {"conditions": [{"type": "Ready", "status": ready}]},
             }

@@ -8,7 +8,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from slurm_stack.naming import MAX_STATEFULSET_NAME, RESERVED_POOL_NAMES, pool_name
+from slurm_stack.naming import (
+    LABEL_FEATURE_PREFIX,
+    MAX_STATEFULSET_NAME,
+    RESERVED_POOL_NAMES,
+    pool_name,
+)
 from slurm_stack.spec.errors import SpecIssue, join_path
 from slurm_stack.spec.models import ClusterSpec, Controller, WorkerPool, derived_id
 from slurm_stack.spec.quantity import parse_quantity
@@ -175,11 +180,27 @@ def pool_names_fit(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
 
 
 def features_are_not_pool_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
-    """A pool's extra feature may not be another pool's name (NodeSets select by feature)."""
+    """A pool's extra feature may not be another pool's name (NodeSets select by feature),
+    and neither may start with `k8s-`: the node-state controller owns those features."""
     pools = {n for _, p in _items(raw, "workerPools") if isinstance(n := _get(p, "name"), str)}
     for i, pool in _items(raw, "workerPools"):
+        name = _get(pool, "name")
+        if isinstance(name, str) and name.startswith(LABEL_FEATURE_PREFIX):
+            yield SpecIssue(
+                join_path("workerPools", i, "name"),
+                f"a pool's name is a Slurm feature of its nodes, and features that start with "
+                f"'{LABEL_FEATURE_PREFIX}' are Kubernetes node labels' (labelFeatures): "
+                "choose another name",
+            )
         features = _get(pool, "features", [])
         for j, feature in enumerate(features if isinstance(features, list) else []):
+            if isinstance(feature, str) and feature.startswith(LABEL_FEATURE_PREFIX):
+                yield SpecIssue(
+                    join_path("workerPools", i, "features", j),
+                    f"features that start with '{LABEL_FEATURE_PREFIX}' come from Kubernetes "
+                    "node labels (labelFeatures) and the node-state controller replaces them: "
+                    "choose another name",
+                )
             if isinstance(feature, str) and feature in pools and feature != _get(pool, "name"):
                 yield SpecIssue(
                     join_path("workerPools", i, "features", j),
@@ -273,21 +294,32 @@ def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
 
 
 def pools_have_switches(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
-    """With a topology, every pool names its leaf switch (a node outside the topology would
-    not be placed with the others), and no pool's switch is the root; without one, no pool
-    names a switch."""
+    """With a topology, every pool names its leaf switch or the node label that names it (a
+    node outside the topology would not be placed with the others), and no pool's switch is
+    the root; without one, no pool names a switch."""
     topology = _get(raw, "topology")
     root = _get(topology, "rootSwitch", "root") if isinstance(topology, dict) else None
     for i, pool in _items(raw, "workerPools"):
         switch = _get(pool, "switch")
+        label = _get(pool, "switchLabel")
         path = join_path("workerPools", i, "switch")
-        if topology is None and switch is not None:
-            yield SpecIssue(path, "a switch needs `topology` (topology: {} at least)")
-        elif topology is not None and switch is None:
+        if switch is not None and label is not None:
+            yield SpecIssue(
+                join_path("workerPools", i, "switchLabel"),
+                "a pool takes `switch` (one switch for all its nodes) or `switchLabel` (each "
+                "node's switch from its Kubernetes node), not both",
+            )
+        elif topology is None and (switch is not None or label is not None):
+            key = "switch" if switch is not None else "switchLabel"
+            yield SpecIssue(
+                join_path("workerPools", i, key),
+                f"`{key}` needs `topology` (topology: {{}} at least)",
+            )
+        elif topology is not None and switch is None and label is None:
             yield SpecIssue(
                 path,
                 "required with `topology`: the leaf switch of this pool's nodes (a DNS label, "
-                "such as leaf-1)",
+                "such as leaf-1), or `switchLabel`: the Kubernetes node label that names it",
             )
         elif topology is not None and switch == root:
             yield SpecIssue(
@@ -295,6 +327,22 @@ def pools_have_switches(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                 f"'{switch}' is topology.rootSwitch; a pool's nodes hang off a leaf switch "
                 "below it",
             )
+
+
+def node_labels_need_node_state(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Only the node-state controller may read Kubernetes nodes: `switchLabel` and
+    `labelFeatures` need it."""
+    enabled = _get(_get(raw, "nodeState", {}), "enabled", False) is True
+    if enabled:
+        return
+    for i, pool in _items(raw, "workerPools"):
+        for key in ("switchLabel", "labelFeatures"):
+            if _get(pool, key):
+                yield SpecIssue(
+                    join_path("workerPools", i, key),
+                    "needs `nodeState.enabled: true`: the node-state controller is the only "
+                    "pod that may read the Kubernetes nodes and their labels",
+                )
 
 
 def slurm_lines(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
@@ -672,6 +720,7 @@ RULES: tuple[Rule, ...] = (
     node_count_fits,
     version_specific_options,
     pools_have_switches,
+    node_labels_need_node_state,
     slurm_lines,
     owned_lines_not_overridden,
     site_scripts_own_their_keys,

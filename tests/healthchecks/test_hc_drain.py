@@ -16,7 +16,9 @@ from slurm_stack_healthchecks.slurm_node import (
     NodeState,
     drain_node,
     get_node_state,
+    get_node_states,
     parse_node_oneliner,
+    place_node,
     resume_node,
 )
 
@@ -143,7 +145,8 @@ def test_long_reasons_are_kept_short() -> None:
 )
 def test_oneliner_parser_on_recorded_output(name: str, state: str, reason: str | None) -> None:
     node = parse_node_oneliner(fixture(name))
-    assert node == NodeState(state, reason)
+    assert (node.state, node.reason) == (state, reason)
+    assert node.features == ("gpu", "h100")  # every recording is of one h100 node
 
 
 def test_oneliner_parser_edge_cases() -> None:
@@ -171,14 +174,34 @@ def test_scontrol_calls() -> None:
             ("scontrol", "update"): done(),
         }
     )
-    assert get_node_state(runner, "dev-gpu-3", 5) == NodeState("IDLE", None)
+    assert get_node_state(runner, "dev-gpu-3", 5) == NodeState("IDLE", None, ("gpu", "h100"))
     drain_node(runner, "dev-gpu-3", FAIL, 5)
     resume_node(runner, "dev-gpu-3", 5)
+    place_node(runner, "dev-gpu-3", ["gpu", "k8s-zone-a"], "default:spine:leaf-a", 5)
+    place_node(runner, "dev-gpu-3", None, None, 5)  # nothing to change: no call
     assert runner.argvs() == [
         ("scontrol", "--oneliner", "show", "node", "dev-gpu-3"),
         ("scontrol", "update", "NodeName=dev-gpu-3", "State=DRAIN", f"Reason={FAIL}"),
         ("scontrol", "update", "NodeName=dev-gpu-3", "State=RESUME"),
+        (
+            "scontrol",
+            "update",
+            "NodeName=dev-gpu-3",
+            "AvailableFeatures=gpu,k8s-zone-a",
+            "ActiveFeatures=gpu,k8s-zone-a",
+            "Topology=default:spine:leaf-a",
+        ),
     ]
+
+
+def test_every_node_is_read_with_one_call() -> None:
+    idle = fixture("scontrol-node-idle.txt").strip()
+    drained = fixture("scontrol-node-drained-admin.txt").strip().replace("dev-gpu-3", "dev-gpu-4")
+    runner = FakeRunner({("scontrol", "--oneliner", "show", "nodes"): done(f"{idle}\n{drained}\n")})
+    states = get_node_states(runner, 5)
+    assert sorted(states) == ["dev-gpu-3", "dev-gpu-4"]
+    assert states["dev-gpu-4"].reason == "replacing PSU, ticket 4711"
+    assert not states["dev-gpu-3"].drained
 
 
 def test_scontrol_errors() -> None:
