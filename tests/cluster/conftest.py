@@ -164,6 +164,7 @@ def boot_stack(
             cluster_config.pop("topology", None)
             for pool in cluster_config.get("workerPools", []):
                 pool.pop("switch", None)
+                pool.pop("switchLabel", None)
     stack_file = directory / f"Pulumi.{cluster_config['name']}.yaml"
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     sandbox = Sandbox(stack_file, state_base=SANDBOX_STATE)

@@ -6,7 +6,6 @@ node-state controller reads the labels from the sandbox's stand-in API; the test
 relabel the stand-in nodes as `kubectl label node` would.
 """
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,20 @@ ZONE = "topology.kubernetes.io/zone"
 FABRIC = [f"labels-fabric-{i}" for i in range(4)]
 
 
-def _fabric_waits_for_labels(cluster: Cluster) -> bool:
+def _topology(cluster: Cluster) -> bool:
+    return cluster.sandbox.spec.topology is not None  # removed for 24.11 (conftest.py)
+
+
+def _needs_topology(cluster: Cluster) -> None:
+    if not _topology(cluster):
+        pytest.skip("topology needs Slurm 25.05 or newer (the spec refuses it on 24.11)")
+
+
+def _settled(cluster: Cluster) -> bool:
+    """With a topology, fabric's nodes wait drained for their switch labels; without one
+    (24.11: features only) every node is idle."""
+    if not _topology(cluster):
+        return cluster.all_idle(5)
     states = cluster.node_states()
     return states.get("labels-fixed-0") == "idle" and all(
         states.get(node) == "drain" for node in FABRIC
@@ -33,12 +45,8 @@ def _fabric_waits_for_labels(cluster: Cluster) -> bool:
 
 @pytest.fixture(scope="module")
 def labels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if os.environ.get("SLURM_STACK_TEST_SLURM_VERSION") == "24.11":
-        pytest.skip("topology needs Slurm 25.05 or newer (the spec refuses it on 24.11)")
     document = yaml.safe_load(STACK.read_text())
-    cluster = boot_stack(
-        document, tmp_path_factory.mktemp("labels"), 5, settled=_fabric_waits_for_labels
-    )
+    cluster = boot_stack(document, tmp_path_factory.mktemp("labels"), 5, settled=_settled)
     yield cluster
     tear_down(cluster)
 
@@ -58,6 +66,7 @@ def features(cluster: Cluster, node: str) -> list[str]:
 
 
 def test_unlabelled_nodes_stay_drained_and_say_which_label_is_missing(labels: Cluster) -> None:
+    _needs_topology(labels)
     # The controller's first passes: registered drained, then drained for the missing label.
     for node in FABRIC:
         wanted = f"k8s: node {node_of(node)} has no label {SWITCH}"
@@ -74,7 +83,8 @@ def test_unlabelled_nodes_stay_drained_and_say_which_label_is_missing(labels: Cl
         labels.login(f"scancel {job}")
 
 
-def test_labels_put_each_node_on_its_switch_with_its_zone_feature(labels: Cluster) -> None:
+def test_labels_put_each_node_on_its_switch(labels: Cluster) -> None:
+    _needs_topology(labels)
     for node, switch, zone in zip(
         FABRIC, ["leaf-a", "leaf-a", "leaf-b", "leaf-b"], "aabb", strict=True
     ):
@@ -85,15 +95,8 @@ def test_labels_put_each_node_on_its_switch_with_its_zone_feature(labels: Cluste
     assert _hostnames(labels, switches["leaf-b"]["Nodes"]) == set(FABRIC[2:])
     assert UNPLACED_SWITCH not in switches or switches[UNPLACED_SWITCH].get("Nodes") in ("", None)
     assert _hostnames(labels, switches["spine"]["Switches"]) >= {"leaf-a", "leaf-b", "leaf-s"}
-    assert features(labels, FABRIC[0]) == ["fabric", "k8s-zone-z-a"]
-    assert features(labels, "labels-fixed-0") == ["fixed"]
     # The reason the node registered with (its pool's --conf) is gone with the drain.
     assert AWAITING_SWITCH_REASON not in labels.ok(labels.ctl("sinfo -R -h -o '%E'"))
-
-    # A zone constraint lands on that zone's nodes.
-    job = _submit(labels, "-N2 --constraint=k8s-zone-z-b --wrap 'sleep 1'")
-    assert labels.wait_job(job) == "COMPLETED"
-    assert _job_nodes(labels, job) == set(FABRIC[2:])
 
     # With one node of leaf-a taken, a one-switch job of two nodes runs on leaf-b.
     blocker = _submit(labels, f"-w {FABRIC[0]} --exclusive --wrap 'sleep 300'")
@@ -107,17 +110,51 @@ def test_labels_put_each_node_on_its_switch_with_its_zone_feature(labels: Cluste
         wait_for(f"job {blocker} to end", lambda: labels.job_state(blocker) != "RUNNING")
 
 
+def test_zone_labels_become_features_and_follow_the_labels(labels: Cluster) -> None:
+    for node, zone in zip(FABRIC, "aabb", strict=True):
+        label(labels, node, zone=f"z-{zone}")
+    wait_for(
+        "the zone features",
+        lambda: features(labels, FABRIC[3]) == ["fabric", "k8s-zone-z-b"],
+        timeout=30,
+    )
+    assert features(labels, FABRIC[0]) == ["fabric", "k8s-zone-z-a"]
+    assert features(labels, "labels-fixed-0") == ["fixed"]  # its pool reads no labels
+    wait_for("every node idle", lambda: labels.all_idle(5), timeout=30)
+    # A zone constraint lands on that zone's nodes.
+    job = _submit(labels, "-N2 --constraint=k8s-zone-z-b --wrap 'sleep 1'")
+    assert labels.wait_job(job) == "COMPLETED"
+    assert _job_nodes(labels, job) == set(FABRIC[2:])
+
+    # A changed label changes the feature; a removed one removes it; an admin's stays.
+    node = FABRIC[1]
+    admins = "fabric,nvme,k8s-zone-z-a"  # Slurm wants the active features among them
+    labels.ok(
+        labels.ctl(
+            f"scontrol update NodeName={node} AvailableFeatures={admins} ActiveFeatures={admins}"
+        )
+    )
+    for zone, wanted in [
+        ("z-c", ["fabric", "nvme", "k8s-zone-z-c"]),
+        (None, ["fabric", "nvme"]),
+        ("z-a", ["fabric", "nvme", "k8s-zone-z-a"]),
+    ]:
+        label(labels, node, zone=zone)
+        wait_for(f"{node}: {wanted}", lambda w=wanted: features(labels, node) == w, timeout=30)
+        assert labels.node_field(node, "ActiveFeatures") == ",".join(wanted)
+
+
 def test_a_relabelled_node_moves_and_a_wrong_label_drains_it(labels: Cluster) -> None:
+    _needs_topology(labels)
     wait_for("every node idle", lambda: labels.all_idle(5), timeout=30)
     moved, broken, admins = FABRIC[1], FABRIC[3], FABRIC[2]
-    label(labels, moved, switch="leaf-b", zone="z-c")
+    label(labels, moved, switch="leaf-b")
     wait_for(
         f"{moved} on leaf-b",
         lambda: moved in _hostnames(labels, _switches(labels)["leaf-b"]["Nodes"]),
         timeout=30,
     )
     assert _hostnames(labels, _switches(labels)["leaf-a"]["Nodes"]) == {FABRIC[0]}
-    wait_for(f"{moved}'s new zone", lambda: features(labels, moved) == ["fabric", "k8s-zone-z-c"])
 
     # The root is no leaf: the node drains, naming the label and its value.
     label(labels, broken, switch="spine")
@@ -138,23 +175,25 @@ def test_placement_survives_a_controller_restart_and_a_replaced_pod_is_placed_ag
     labels: Cluster,
 ) -> None:
     wait_for("every node idle", lambda: labels.all_idle(5), timeout=30)
-    before = {name: fields.get("Nodes") for name, fields in _switches(labels).items()}
+
+    def placed() -> dict[str, object]:
+        found: dict[str, object] = {node: features(labels, node) for node in FABRIC}
+        if _topology(labels):
+            found |= {name: f.get("Nodes") for name, f in _switches(labels).items()}
+        return found
+
+    before = placed()
     # slurmctld re-executes itself and reads the nodes back from its state.
     labels.ok(labels.ctl("scontrol reconfigure"))
     wait_for("slurmctld back", lambda: labels.ctl("scontrol ping").returncode == 0)
-    after = {name: fields.get("Nodes") for name, fields in _switches(labels).items()}
-    assert after == before
+    assert placed() == before
 
-    # An evicted pod's node is deleted by its preStop; the new pod registers on the waiting
-    # leaf, drained, and the controller puts it back on its label's switch.
+    # An evicted pod's node is deleted by its preStop; the new pod registers (with a
+    # topology: on the waiting leaf, drained) and the controller places it again.
     node = FABRIC[0]
     labels.sandbox.delete_pod(node)
     wait_for(
-        f"{node} back on leaf-a and idle",
-        lambda: (
-            labels.node_states().get(node) == "idle"
-            and node in _hostnames(labels, _switches(labels)["leaf-a"]["Nodes"])
-        ),
+        f"{node} placed again and idle",
+        lambda: labels.node_states().get(node) == "idle" and placed() == before,
         timeout=60,
     )
-    assert features(labels, node) == ["fabric", "k8s-zone-z-a"]
