@@ -7,7 +7,8 @@ LABEL_FEATURE_PREFIX = "k8s-"
 # the node-state controller's `k8s:` prefix, so the controller resumes it once placed.
 AWAITING_SWITCH_REASON = "k8s: awaiting its switch from the node-state controller"
 # The leaf switch such a node registers on (topology.conf declares it): a node outside the
-# topology would make Slurm refuse jobs that could only run there, rather than queue them.
+# topology made Slurm refuse, at submission, a job only it could run ("Requested node
+# configuration is not available") rather than queue it.
 UNPLACED_SWITCH = "unplaced"
 
 # Pool names that would collide with the names of the cluster's other workloads.
