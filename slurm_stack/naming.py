@@ -118,6 +118,23 @@ def controller_host(cluster: str, namespace: str) -> str:
     return service_host(controller_name(cluster), namespace)
 
 
+def controller_pods_service(cluster: str) -> str:
+    """The headless Service that gives each slurmctld pod of a primary and a backup a DNS
+    name (the StatefulSet's serviceName)."""
+    return f"{controller_name(cluster)}-pods"
+
+
+def controller_pod_hosts(cluster: str, namespace: str, replicas: int) -> list[tuple[str, str]]:
+    """Each slurmctld pod's (hostname, address), primary first: what SlurmctldHost lists.
+    One controller is reached through its ClusterIP Service; a primary and a backup each
+    through its own pod's name, since only one of them is in control."""
+    name = controller_name(cluster)
+    if replicas == 1:
+        return [(f"{name}-0", controller_host(cluster, namespace))]
+    pods = controller_pods_service(cluster)
+    return [(f"{name}-{i}", service_host(f"{name}-{i}.{pods}", namespace)) for i in range(replicas)]
+
+
 def accounting_host(cluster: str, namespace: str) -> str:
     """Where slurmctld reaches slurmdbd."""
     return service_host(accounting_name(cluster), namespace)

@@ -3,6 +3,11 @@
 import pulumi
 
 from slurm_stack.components.cluster import SlurmCluster
+from slurm_stack.controller_change import (
+    REPLICAS_OUTPUT,
+    controller_replicas_issue,
+    deployed_controller_replicas,
+)
 from slurm_stack.spec import (
     DB_PASSWORD_CONFIG_KEY,
     LDAP_PASSWORD_CONFIG_KEY,
@@ -12,7 +17,11 @@ from slurm_stack.spec import (
     load_spec,
 )
 from slurm_stack.spec.registry_auth import registry_auth_problem
-from slurm_stack.version_change import deployed_slurm_version, refuse_version_change
+from slurm_stack.version_change import (
+    deployed_outputs,
+    deployed_slurm_version,
+    refuse_version_change,
+)
 
 CLUSTER_CONFIG_KEY = "cluster"
 
@@ -29,7 +38,7 @@ class StackConfigError(SpecError, pulumi.RunError):
 def run() -> SlurmCluster:
     """Body of `__main__.py`; only this function reads `pulumi.Config`."""
     # First, before any Output exists: the invoke runs the event loop until it answers.
-    deployed = deployed_slurm_version()
+    deployed = deployed_outputs()
     config = pulumi.Config()
     db_password = config.get_secret(DB_PASSWORD_CONFIG_KEY.split(":", 1)[1])
     ldap_password = config.get_secret(LDAP_PASSWORD_CONFIG_KEY.split(":", 1)[1])
@@ -46,7 +55,10 @@ def run() -> SlurmCluster:
             registry_auth_provided=registry_auth is not None,
             config_key=config_key,
         )
-        refuse_version_change(deployed, spec.slurm_version, config_key)
+        refuse_version_change(deployed_slurm_version(deployed), spec.slurm_version, config_key)
+        replicas = deployed_controller_replicas(deployed)
+        if issue := controller_replicas_issue(replicas, spec.controller.replicas):
+            raise SpecError([issue], config_key)
         if registry_auth_issue is not None:
             raise SpecError([SpecIssue("", registry_auth_issue)], REGISTRY_AUTH_CONFIG_KEY)
     except SpecError as error:
@@ -63,5 +75,6 @@ def run() -> SlurmCluster:
     pulumi.export("sshCommand", cluster.ssh_command)
     pulumi.export("configHash", cluster.config_hash)
     pulumi.export("slurmVersion", cluster.slurm_version)
+    pulumi.export(REPLICAS_OUTPUT, spec.controller.replicas)
     pulumi.export("restApiUrl", cluster.rest_api_url)
     return cluster

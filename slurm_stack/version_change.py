@@ -9,6 +9,8 @@ pkg/resource/deploy/builtins.go). The invoke is synchronous, so the check runs b
 program registers any resource.
 """
 
+from typing import Any
+
 import pulumi
 
 from slurm_stack.spec.errors import SpecError, SpecIssue
@@ -24,16 +26,21 @@ UPGRADES_FROM: dict[str, tuple[str, ...]] = {
 }
 
 
-def deployed_slurm_version() -> str | None:
-    """This stack's `slurmVersion` output from its last update; None on the first `up`, or
-    where the backend cannot say (the mock engine, a backend without stack outputs)."""
+def deployed_outputs() -> dict[str, Any]:
+    """This stack's outputs from its last update; empty on the first `up`, or where the
+    backend cannot say (a backend without stack outputs)."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
     try:
         result = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": name})
-    except Exception as error:  # a backend that cannot say only skips the check
-        pulumi.log.warn(f"cannot read this stack's last slurmVersion ({error}); not checked")
-        return None
+    except Exception as error:  # a backend that cannot say only skips the checks
+        pulumi.log.warn(f"cannot read this stack's last outputs ({error}); not checked")
+        return {}
     outputs = (result.value or {}).get("outputs") or {}
+    return outputs if isinstance(outputs, dict) else {}
+
+
+def deployed_slurm_version(outputs: dict[str, Any]) -> str | None:
+    """The `slurmVersion` of the last update's ``outputs``; None on the first `up`."""
     version = outputs.get(VERSION_OUTPUT)
     return version if isinstance(version, str) else None
 

@@ -174,6 +174,7 @@ def test_exports(dev_run: ProgramRun) -> None:
         "configHash": config_map.inputs["metadata"]["name"].removeprefix("dev-slurm-config-"),
         "slurmVersion": "26.05",
         "restApiUrl": "",  # the dev stack runs no REST API
+        "controllerReplicas": 1,
     }
     assert not dev_run.secret_outputs
 

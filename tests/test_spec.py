@@ -728,6 +728,36 @@ INVALID = [
         "comes from the pool's switch",
         id="node-topology-by-hand",
     ),
+    # ---- a backup controller
+    bad(
+        {"controller.replicas": 2},
+        "controller.stateVolume.storageClass",
+        "a backup controller shares StateSaveLocation with the primary: set "
+        "stateVolume.storageClass to a ReadWriteMany class",
+        id="backup-controller-without-an-rwx-class",
+    ),
+    bad(
+        {"controller.replicas": 3, "controller.stateVolume": {"size": "1Gi", "storageClass": "x"}},
+        "controller.replicas",
+        "less than or equal to 2",
+        id="three-controllers",
+    ),
+    bad(
+        {"controller.takeoverAfterSeconds": 30},
+        "controller.takeoverAfterSeconds",
+        "there is none with replicas: 1",
+        id="takeover-without-a-backup",
+    ),
+    bad(
+        {
+            "controller.replicas": 2,
+            "controller.stateVolume": {"size": "1Gi", "storageClass": "cephfs"},
+            "controller.takeoverAfterSeconds": 2,
+        },
+        "controller.takeoverAfterSeconds",
+        "greater than or equal to 5",
+        id="takeover-too-soon",
+    ),
     # ---- node labels: a pool's switch and features from its Kubernetes nodes
     bad(
         {

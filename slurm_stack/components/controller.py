@@ -8,8 +8,10 @@ from slurm_stack.components.kube import child_options, register
 from slurm_stack.components.timeouts import TIMEOUTS
 from slurm_stack.k8s.controller import (
     COMPONENT,
+    controller_pods_service,
     controller_service,
     controller_statefulset,
+    has_backup,
     state_pvc,
 )
 from slurm_stack.k8s.identity import service_account
@@ -40,6 +42,18 @@ class Controller(pulumi.ComponentResource):
             controller_service(spec),
             child_options(self, timeout=TIMEOUTS["slurmctld-service"]),
         )
+        pods_service = (
+            [
+                register(
+                    Service,
+                    f"{name}-pods-service",
+                    controller_pods_service(spec),
+                    child_options(self),
+                )
+            ]
+            if has_backup(spec)
+            else []
+        )
         account = register(
             ServiceAccount,
             f"{name}-service-account",
@@ -51,7 +65,9 @@ class Controller(pulumi.ComponentResource):
             name,
             controller_statefulset(spec, config_hash),
             child_options(
-                self, depends_on=[state, account, *depends_on], timeout=TIMEOUTS["slurmctld"]
+                self,
+                depends_on=[state, account, *pods_service, *depends_on],
+                timeout=TIMEOUTS["slurmctld"],
             ),
         )
         self.register_outputs(

@@ -358,8 +358,10 @@ def cluster_ip_service(
 
 
 def conf_server(spec: ClusterSpec) -> str:
-    """`host:port` from which slurmd and sackd fetch the config (configless)."""
-    return f"{naming.controller_host(spec.name, spec.namespace)}:{paths.SLURMCTLD_PORT}"
+    """`host:port[,host:port]` from which slurmd and sackd fetch the config (configless):
+    with a backup controller, each controller's own address, tried in order."""
+    hosts = naming.controller_pod_hosts(spec.name, spec.namespace, spec.controller.replicas)
+    return ",".join(f"{address}:{paths.SLURMCTLD_PORT}" for _, address in hosts)
 
 
 def run_volume() -> Manifest:

@@ -4,6 +4,7 @@ from slurm_stack import naming, paths
 from slurm_stack.k8s.common import (
     PARALLEL,
     ROLLING_UPDATE,
+    SKIP_AWAIT,
     Manifest,
     auth_mounts,
     auth_sidecars,
@@ -16,11 +17,11 @@ from slurm_stack.k8s.common import (
     non_root,
     placement,
     pod_security,
+    pvc,
     resources,
     run_volume,
     selector_labels,
     tcp_probe,
-    volume_claim,
 )
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
 from slurm_stack.k8s.identity import pod_identity
@@ -38,15 +39,65 @@ def state_claim_name(spec: ClusterSpec) -> str:
     return f"{naming.controller_name(spec.name)}-state"
 
 
+def has_backup(spec: ClusterSpec) -> bool:
+    """A primary and a backup slurmctld (`controller.replicas: 2`)."""
+    return spec.controller.replicas == 2
+
+
 def state_pvc(spec: ClusterSpec) -> Manifest:
-    """The controller's state volume."""
-    return volume_claim(spec, state_claim_name(spec), COMPONENT, spec.controller.state_volume)
+    """The controller's state volume: ReadWriteMany when a backup shares it."""
+    volume = spec.controller.state_volume
+    return pvc(
+        spec,
+        state_claim_name(spec),
+        COMPONENT,
+        size=volume.size,
+        storage_class=volume.storage_class,
+        access_mode="ReadWriteMany" if has_backup(spec) else "ReadWriteOnce",
+    )
 
 
 def controller_service(spec: ClusterSpec) -> Manifest:
-    """A ClusterIP Service: the stable address in SlurmctldHost and --conf-server."""
+    """A ClusterIP Service: the stable address in SlurmctldHost and --conf-server of one
+    controller."""
     name = naming.controller_name(spec.name)
     return cluster_ip_service(spec, name, COMPONENT, "slurmctld", paths.SLURMCTLD_PORT)
+
+
+def controller_pods_service(spec: ClusterSpec) -> Manifest:
+    """With a backup: the headless Service that names each slurmctld pod, which
+    SlurmctldHost and --conf-server list; not awaited. Names are published before a pod is
+    ready: the primary must be found while it starts."""
+    return {
+        "metadata": metadata(
+            spec, naming.controller_pods_service(spec.name), COMPONENT, annotations=SKIP_AWAIT
+        ),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(spec, COMPONENT),
+            "ports": [
+                {"name": "slurmctld", "port": paths.SLURMCTLD_PORT, "targetPort": "slurmctld"}
+            ],
+        },
+    }
+
+
+def _apart(spec: ClusterSpec) -> Manifest:
+    """A primary and a backup on different Kubernetes nodes where there are two: losing one
+    node must not take both. Preferred, so a one-node cluster still runs them."""
+    if not has_backup(spec):
+        return {}
+    term = {
+        "weight": 100,
+        "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": selector_labels(spec, COMPONENT)},
+        },
+    }
+    return {
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}
+    }
 
 
 def site_scripts_mounts(scripts: list[str]) -> list[Manifest]:
@@ -106,8 +157,8 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
     return {
         "metadata": metadata(spec, name, COMPONENT),
         "spec": {
-            "replicas": 1,
-            "serviceName": name,
+            "replicas": spec.controller.replicas,
+            "serviceName": naming.controller_pods_service(spec.name) if has_backup(spec) else name,
             # One slurmctld at a time all the same: a StatefulSet creates a pod of a name only
             # once the pod of that name before it is gone, so the old slurmctld has stopped
             # before the new one takes the state. Parallel: see ROLLING_UPDATE.
@@ -123,6 +174,7 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
                     **pod_identity(spec, COMPONENT),
                     **image_pull(spec),
                     **placement(spec.controller.placement),
+                    **_apart(spec),
                     **pod_security(fsGroup=paths.SLURM_UID, fsGroupChangePolicy="OnRootMismatch"),
                     "terminationGracePeriodSeconds": 60,
                     "initContainers": [*auth_sidecars(spec), *sssd_sidecars(spec)],

@@ -210,14 +210,28 @@ class Placement(TypedDict, total=False):
 
 
 class Controller(TypedDict, total=False):
-    """slurmctld: one replica whose state lives on a protected PVC."""
+    """slurmctld: one replica, or a primary and a backup, whose state lives on a protected PVC."""
 
+    replicas: NotRequired[int]
+    (
+        "1: one slurmctld, restarted by its StatefulSet. 2: a backup slurmctld beside it "
+        "(`SlurmctldHost` twice, in order), sharing StateSaveLocation on a ReadWriteMany claim, "
+        "which takes over when the primary has not answered for `takeoverAfterSeconds` "
+        "(docs/controller-ha.md). Cannot be changed once the stack is deployed: the state claim's "
+        "access mode is fixed at its creation. Default: 1."
+    )
+    takeover_after_seconds: NotRequired[int]
+    (
+        "With `replicas: 2`, slurm.conf's SlurmctldTimeout: how long the backup waits for the "
+        "primary to answer before it takes control. Unset: Slurm's default, 120."
+    )
     resources: NotRequired[Resources]
     """Requests and limits of the slurmctld container."""
     state_volume: NotRequired[Volume]
     (
-        "The ReadWriteOnce claim holding StateSaveLocation, so jobs survive a controller restart; "
-        "protected and kept on delete. Default size 10Gi."
+        "The claim holding StateSaveLocation, so jobs survive a controller restart; protected and "
+        "kept on delete. Default size 10Gi. ReadWriteOnce, or ReadWriteMany with `replicas: 2` "
+        "(then `storageClass` must name a class that provides it)."
     )
     max_node_count: NotRequired[int]
     (

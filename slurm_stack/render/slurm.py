@@ -100,10 +100,16 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
             "Daemons",
             [
                 ("ClusterName", cluster),
-                (
-                    "SlurmctldHost",
-                    f"{naming.controller_name(cluster)}-0"
-                    f"({naming.controller_host(cluster, namespace)})",
+                *(
+                    ("SlurmctldHost", f"{host}({address})")
+                    for host, address in naming.controller_pod_hosts(
+                        cluster, namespace, spec.controller.replicas
+                    )
+                ),
+                *(
+                    [("SlurmctldTimeout", str(spec.controller.takeover_after_seconds))]
+                    if spec.controller.takeover_after_seconds is not None
+                    else []
                 ),
                 ("SlurmctldPort", str(paths.SLURMCTLD_PORT)),
                 ("SlurmdPort", str(paths.SLURMD_PORT)),

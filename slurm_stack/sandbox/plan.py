@@ -52,7 +52,9 @@ Everything Kubernetes does that podman does not is translated here, in one place
   `podManagementPolicy: Parallel` stops them together), `sandbox down` stops pods in reverse
   start order (deleting a namespace stops them all at once), and a pod killed with
   `sandbox kill-pod` (a crash) or `sandbox delete-pod` (an eviction: preStop and grace) comes
-  back when that command re-applies, not by a controller's watch;
+  back when that command re-applies, not by a controller's watch; a test may leave a killed
+  pod gone (`Sandbox.kill_pod(name, come_back=False)`) until `Sandbox.restore`, as a
+  StatefulSet leaves the pod of a lost node until the node is known to be gone;
 - a StatefulSet whose pod template changed is rolled as its controller rolls it: one pod at
   a time, highest ordinal first, each stopped as above (preStop, grace) and the next only
   once the new pod is ready; a new pod that does not become ready (an image that does not

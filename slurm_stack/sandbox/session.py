@@ -629,12 +629,21 @@ class Sandbox:
                     os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(NVIDIA_MAJOR, minor))
                     device.chmod(0o666)  # as the driver makes them; podman copies the mode
 
-    def kill_pod(self, name: str) -> ApplyReport:
+    def kill_pod(self, name: str, come_back: bool = True) -> ApplyReport:
         """Kill a long-running pod without its preStop hook or grace, as a crash or a lost
-        node would, then let its controller bring it back under the same name (`apply`)."""
+        node would, then let its controller bring it back under the same name (`apply`).
+        ``come_back=False``: leave it gone until the next apply, as a StatefulSet leaves the
+        pod of a lost node until the node is known to be gone (minutes)."""
         self.claim("kill-pod")
         self.node_container(name)  # a KeyError naming the pods if there is no such pod
         self.applier().kill_pod(name)
+        if not come_back:
+            return ApplyReport((), (), (), ())
+        return self.applier().apply(self.current_plan)
+
+    def restore(self) -> ApplyReport:
+        """Start what the stack has and the sandbox lacks (a pod left gone), changing
+        nothing else: the controllers' next sync."""
         return self.applier().apply(self.current_plan)
 
     def delete_pod(self, name: str) -> ApplyReport:

@@ -245,7 +245,18 @@ class Metrics(SpecModel):
 
 
 class Controller(SpecModel):
-    """slurmctld: one replica whose state lives on a protected PVC."""
+    """slurmctld: one replica, or a primary and a backup, whose state lives on a protected
+    PVC."""
+
+    replicas: int = Field(default=1, ge=1, le=2)
+    """1: one slurmctld, restarted by its StatefulSet. 2: a backup slurmctld beside it
+    (`SlurmctldHost` twice, in order), sharing StateSaveLocation on a ReadWriteMany claim,
+    which takes over when the primary has not answered for `takeoverAfterSeconds`
+    (docs/controller-ha.md). Cannot be changed once the stack is deployed: the state claim's
+    access mode is fixed at its creation."""
+    takeover_after_seconds: int | None = Field(default=None, ge=5, le=65533)
+    """With `replicas: 2`, slurm.conf's SlurmctldTimeout: how long the backup waits for the
+    primary to answer before it takes control. Unset: Slurm's default, 120."""
 
     resources: Resources = Field(
         default_factory=lambda: Resources(
@@ -254,8 +265,9 @@ class Controller(SpecModel):
     )
     """Requests and limits of the slurmctld container."""
     state_volume: Volume = Field(default_factory=lambda: Volume(size="10Gi"))
-    """The ReadWriteOnce claim holding StateSaveLocation, so jobs survive a controller restart;
-    protected and kept on delete. Default size 10Gi."""
+    """The claim holding StateSaveLocation, so jobs survive a controller restart; protected
+    and kept on delete. Default size 10Gi. ReadWriteOnce, or ReadWriteMany with `replicas: 2`
+    (then `storageClass` must name a class that provides it)."""
     max_node_count: int = Field(default=1024, ge=1, le=65000)
     """slurm.conf's MaxNodeCount: how many dynamic nodes may register. The replicas of all
     worker pools together must not exceed it."""
@@ -269,6 +281,23 @@ class Controller(SpecModel):
     refused."""
     placement: Placement = Field(default_factory=Placement)
     """Node selector and tolerations of the slurmctld pod."""
+
+    @relation("replicas", "stateVolume.storageClass", "takeoverAfterSeconds")
+    def _backup_needs_shared_state(self) -> Iterator[KeyProblem]:
+        if self.replicas == 2 and self.state_volume.storage_class is None:
+            yield KeyProblem(
+                "a backup controller shares StateSaveLocation with the primary: set "
+                "stateVolume.storageClass to a ReadWriteMany class (an NFS or CephFS one, a "
+                "cloud file store); the cluster's default class is often ReadWriteOnce only",
+                "stateVolume",
+                "storageClass",
+            )
+        if self.replicas == 1 and self.takeover_after_seconds is not None:
+            yield KeyProblem(
+                "takeoverAfterSeconds is how long a backup controller waits; there is none "
+                "with replicas: 1 (set replicas: 2, or remove it)",
+                "takeoverAfterSeconds",
+            )
 
 
 class LoginService(SpecModel):
