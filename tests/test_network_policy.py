@@ -13,6 +13,7 @@ import yaml
 
 from slurm_stack.offline import ProgramRun, manifests, run_program, validate_manifests
 from slurm_stack.offline.render import run_stack
+from slurm_stack.paths import SLURMCTLD_PORT
 from slurm_stack.program import run
 from tests.conftest import DEV_STACK, ROOT
 from tests.helpers import kube
@@ -442,3 +443,18 @@ def test_the_deny_comes_after_the_allows(dev_run: ProgramRun) -> None:
     }
     deny = policies.pop("dev-deny-ingress")
     assert {r.urn for r in policies.values()} == set(deny.dependencies)
+
+
+def test_a_primary_and_a_backup_controller_reach_each_other() -> None:
+    def with_backup(config: dict[str, Any]) -> None:
+        config["controller"] = {
+            **config.get("controller", {}),
+            "replicas": 2,
+            "stateVolume": {"size": "1Gi", "storageClass": "cephfs"},
+        }
+
+    for change, reachable in ((with_backup, True), (lambda _: None, False)):
+        stack = run_dev(change)
+        [controller] = [p for p in pods(stack) if p.name == "controller"]
+        # Two pods of one template: the model's one peer stands for both.
+        assert allowed(policies_of(stack), controller, controller, SLURMCTLD_PORT) is reachable

@@ -159,9 +159,10 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
         "spec": {
             "replicas": spec.controller.replicas,
             "serviceName": naming.controller_pods_service(spec.name) if has_backup(spec) else name,
-            # One slurmctld at a time all the same: a StatefulSet creates a pod of a name only
-            # once the pod of that name before it is gone, so the old slurmctld has stopped
-            # before the new one takes the state. Parallel: see ROLLING_UPDATE.
+            # One slurmctld per pod name at a time all the same: a StatefulSet creates a pod of
+            # a name only once the pod of that name before it is gone, so the old slurmctld has
+            # stopped before the new one takes the state (a primary and a backup take turns
+            # in control as Slurm decides). Parallel: see ROLLING_UPDATE.
             "podManagementPolicy": PARALLEL,
             "updateStrategy": dict(ROLLING_UPDATE),
             "selector": {"matchLabels": selector_labels(spec, COMPONENT)},

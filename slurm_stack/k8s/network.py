@@ -78,6 +78,9 @@ def flows(spec: ClusterSpec) -> list[Flow]:
                 *jobs,
                 *rest_api_clients(spec),
                 *(("accounting",) if accounting else ()),
+                # With a backup, each slurmctld asks the other whether it is in control, and
+                # a returning primary tells the backup to step down.
+                *(("controller",) if spec.controller.replicas == 2 else ()),
             ),
         ),
         # slurmd: slurmctld launches, pings and signals.
