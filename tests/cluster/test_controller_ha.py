@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_stack.paths import SLURMD_SPOOL_DIR
 from tests.cluster.conftest import Cluster, running_stack, wait_for
 
 STACK = Path(__file__).resolve().parent / "Pulumi.ha.yaml"
@@ -104,6 +105,20 @@ def test_losing_the_primary_hands_over_and_no_job_is_lost(ha: Cluster) -> None:
             "every job COMPLETED",
             lambda: all(job_state(ha, job) == "COMPLETED" for job in jobs),
             timeout=180,
+        )
+        # A slurmd that restarts now, its cached config gone, must fetch the config from the
+        # backup: --conf-server lists both controllers, and the primary's address no longer
+        # answers. Its container restarts in place, as the kubelet restarts a crashed one.
+        node = "ha-cpu-1"
+        ha.ok(ha.node(node, f"rm -rf {SLURMD_SPOOL_DIR}/conf-cache"))
+        ha.sandbox.podman.run(["restart", f"{node}--slurmd"])
+        wait_for(
+            f"{node} back",
+            lambda: (
+                ha.node(node, f"test -s {SLURMD_SPOOL_DIR}/conf-cache/slurm.conf").returncode == 0
+                and f"{node} " in ha.login("sinfo -h -N -t idle -o '%N '", timeout=60).stdout
+            ),
+            timeout=120,
         )
         # The primary's pod comes back (its node returned, or it was rescheduled) and takes
         # control again; the backup stands by.
