@@ -6,6 +6,7 @@ each of them: a field added to the spec without a value here fails the coverage 
 """
 
 import copy
+import functools
 import types
 import typing
 from pathlib import Path
@@ -24,9 +25,15 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGqyBO8cZ1qbBKq1WLHVpAMsT5t7dfBZb5CmG
 CERTIFICATE = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUB\n-----END CERTIFICATE-----\n"
 
 
+@functools.cache
+def _production_example() -> dict[str, Any]:
+    return yaml.safe_load(PROD.read_text())["config"]["slurm-stack:cluster"]
+
+
 def full_config() -> dict[str, Any]:
-    """The production example with every optional string field set as well."""
-    cluster = yaml.safe_load(PROD.read_text())["config"]["slurm-stack:cluster"]
+    """The production example with every optional string field set as well (a fresh copy
+    each call; the file is parsed once)."""
+    cluster = copy.deepcopy(_production_example())
     cluster["annotations"] = {"example.com/owner": "ml"}
     cluster["auth"] = "munge"
     cluster["images"].update(
@@ -264,7 +271,7 @@ def test_every_string_value_refuses_control_characters_and_surrounding_space(var
     spoil = BAD[variant]
     missed = []
     for path in LEAVES:
-        config = copy.deepcopy(full_config())
+        config = full_config()
         value = at(config, path)
         if path[-1] == "caCertificate" and variant == "newline":
             continue  # a certificate is made of lines

@@ -38,8 +38,10 @@ def relation(*keys: str) -> Callable[[C], C]:
     return mark
 
 
+@cache
 def relations_of(model: type[BaseModel]) -> list[tuple[tuple[str, ...], Check]]:
-    """The model's relations (its own and inherited), in name order."""
+    """The model's relations (its own and inherited), in name order; read once per model,
+    since a class's methods do not change (callers must not change the list)."""
     found = []
     for name in sorted(dir(model)):
         check = getattr(model, name, None)

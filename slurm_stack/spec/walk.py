@@ -3,6 +3,7 @@ models' annotations, for the passes that walk raw config alongside pydantic."""
 
 import types
 import typing
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -43,9 +44,10 @@ def item_annotation(annotation: Any) -> Any:
     return Any
 
 
+@cache
 def fields_by_key(model: type[BaseModel]) -> dict[str, tuple[str, Any]]:
     """The keys a model takes in stack config (camelCase, and the snake_case name) mapped to
-    (field name, field info)."""
+    (field name, field info); built once per model (callers must not change the mapping)."""
     keys: dict[str, tuple[str, Any]] = {}
     for name, info in model.model_fields.items():
         keys[name] = (name, info)
