@@ -35,8 +35,12 @@ def _say(config: pytest.Config, message: str) -> None:
 
 class _FixtureTimes:
     """The real-Slurm tier's module and session fixtures (the test stacks' boots among them,
-    each named after its stack) as they start and end, with the time each took. A plugin of
-    its own: a conftest's hook would not see session fixtures, which belong to the root."""
+    each named after its stack) as they start, are ready and are torn down, with the time
+    each took. A plugin of its own: a conftest's hook would not see session fixtures, which
+    belong to the root."""
+
+    def __init__(self) -> None:
+        self._teardown_started: dict[object, float] = {}
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def,type-arg]
@@ -49,6 +53,23 @@ class _FixtureTimes:
         yield
         took = time.monotonic() - started
         _say(request.config, f"fixture {fixturedef.argname}: ready in {took:.0f}s")
+
+        # Finalizers run last-in first-out: this one marks when the fixture's teardown starts.
+        def mark_teardown() -> None:
+            self._teardown_started[fixturedef] = time.monotonic()
+
+        fixturedef.addfinalizer(mark_teardown)
+
+    @pytest.hookimpl
+    def pytest_fixture_post_finalizer(
+        self,
+        fixturedef: pytest.FixtureDef,  # type: ignore[type-arg]
+        request: pytest.FixtureRequest,
+    ) -> None:
+        started = self._teardown_started.pop(fixturedef, None)
+        if started is not None:
+            took = time.monotonic() - started
+            _say(request.config, f"fixture {fixturedef.argname}: torn down in {took:.0f}s")
 
 
 def pytest_configure(config: pytest.Config) -> None:

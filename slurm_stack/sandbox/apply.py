@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from slurm_stack.sandbox.claims import ensure_claim
-from slurm_stack.sandbox.exec_probes import ExecProbes
+from slurm_stack.sandbox.exec_probes import NsenterExec
 from slurm_stack.sandbox.plan import (
     LAST_PHASE,
     PHASES,
@@ -288,7 +288,7 @@ class Applier:
         self._states: dict[str, str] | None = None  # see _states_for
         self._started_since_states = False
         self._states_lock = threading.Lock()
-        self.exec_probes = ExecProbes(self._main_pid)
+        self.exec_probes = NsenterExec(self.podman.main_pid)
 
     # -- pods ---------------------------------------------------------------------------------
 
@@ -422,13 +422,6 @@ class Applier:
         return self.exec_probes.passes(
             name, probe.command, user=container.user, group=container.group
         )
-
-    def _main_pid(self, name: str) -> int | None:
-        """The host PID of a container's main process; None while it does not run."""
-        pid = self.podman.run(
-            ["inspect", "--format", "{{.State.Pid}}", name], check=False
-        ).stdout.strip()
-        return int(pid) if pid.isdigit() and int(pid) > 0 else None
 
     def start_pod(self, plan: Plan, pod: Pod, print_fingerprint: str) -> None:
         """Create a pod and start its containers in Kubernetes order; wait until it is ready
@@ -737,11 +730,15 @@ class Applier:
             for p in pods
         }
         names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)
-        for name in names:
-            if graceful:
+        if graceful:
+            for name in names:
                 self.remove_pod(name)
-            else:
-                self.kill_pod(name)
+        elif names:
+            # One podman call for every pod: podman removes them side by side, where a call
+            # per pod took a second or two each.
+            self.podman.run(["pod", "rm", "--force", "--time", "0", *names])
+            for name in names:
+                unmount_below(self.state.root / "pods" / name)
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)
         return names
 
