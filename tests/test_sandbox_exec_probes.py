@@ -1,4 +1,5 @@
-"""Exec probes through nsenter (slurm_stack/sandbox/exec_probes.py), on real processes."""
+"""Commands through nsenter (slurm_stack/sandbox/exec_probes.py): exec probes and the quick
+exec, on real processes."""
 
 import os
 import subprocess
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_stack.sandbox.exec_probes import ExecProbes, container_environment, nsenter_command
+from slurm_stack.sandbox.exec_probes import NsenterExec, container_environment, nsenter_command
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="nsenter into a process needs root")
 
@@ -32,7 +33,7 @@ def process() -> Iterator[subprocess.Popen[bytes]]:
 
 def test_the_probe_gets_the_containers_environment(process: subprocess.Popen[bytes]) -> None:
     assert container_environment(process.pid)[b"PROBE_MARK"] == b"from-the-container"
-    probes = ExecProbes(lambda name: process.pid)
+    probes = NsenterExec(lambda name: process.pid)
     assert probes.passes("c", ["sh", "-c", 'test "$PROBE_MARK" = from-the-container'])
     assert not probes.passes("c", ["sh", "-c", 'test -n "$PYTEST_CURRENT_TEST"'])
 
@@ -40,7 +41,7 @@ def test_the_probe_gets_the_containers_environment(process: subprocess.Popen[byt
 def test_the_exit_status_decides_and_the_user_is_the_containers(
     process: subprocess.Popen[bytes],
 ) -> None:
-    probes = ExecProbes(lambda name: process.pid)
+    probes = NsenterExec(lambda name: process.pid)
     assert probes.passes("c", ["true"])
     assert not probes.passes("c", ["false"])
     assert not probes.passes("c", ["no-such-command"])
@@ -60,7 +61,7 @@ def test_a_restarted_container_is_asked_for_its_new_process() -> None:
         asked.append(name)
         return current[0].pid
 
-    probes = ExecProbes(main_pid)
+    probes = NsenterExec(main_pid)
     try:
         assert probes.passes("c", ["true"]) and probes.passes("c", ["true"])
         assert asked == ["c"]  # one question while the process lives
@@ -75,7 +76,7 @@ def test_a_restarted_container_is_asked_for_its_new_process() -> None:
 
 
 def test_a_container_that_does_not_run_fails_its_probe() -> None:
-    assert not ExecProbes(lambda name: None).passes("c", ["true"])
+    assert not NsenterExec(lambda name: None).passes("c", ["true"])
 
 
 def test_the_command_enters_every_namespace_with_root_and_working_directory() -> None:
@@ -96,3 +97,42 @@ def test_the_command_enters_every_namespace_with_root_and_working_directory() ->
         "probe",
         "--x",
     ]
+
+
+def _sleeper(**ids: object) -> subprocess.Popen[bytes]:
+    child = subprocess.Popen(["sleep", "300"], **ids)  # type: ignore[call-overload]
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child.pid}/status").read_text().count("\nUid:\t0\t") and ids:
+        assert time.monotonic() < deadline, "the stand-in process did not change its user"
+        time.sleep(0.01)
+    return child
+
+
+@pytest.mark.parametrize(
+    ("ids", "quick"),
+    [
+        ({"user": 65534, "group": 65534, "extra_groups": []}, True),
+        ({"user": 65534, "group": 65534, "extra_groups": [65534, 100]}, False),
+        ({}, False),  # root: podman exec gives the container's capabilities, nsenter would not
+    ],
+)
+def test_a_quick_exec_runs_only_as_an_unprivileged_main_user(ids: dict, quick: bool) -> None:  # type: ignore[type-arg]
+    child = _sleeper(**ids)
+    try:
+        result = NsenterExec(lambda name: child.pid).run_as_main_user(
+            "c", ["sh", "-c", "id -u; id -G; grep CapEff /proc/self/status; exit 3"], timeout=10
+        )
+        if not quick:
+            assert result is None
+            return
+        assert result is not None and result.returncode == 3
+        user, groups, capabilities = result.stdout.splitlines()
+        assert (user, groups) == ("65534", "65534")
+        assert capabilities.split() == ["CapEff:", "0000000000000000"]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_quick_exec_of_a_container_that_does_not_run_is_left_to_podman() -> None:
+    assert NsenterExec(lambda name: None).run_as_main_user("c", ["true"], timeout=5) is None

@@ -1,12 +1,13 @@
-"""Exec probes run in a container's namespaces from the host, as the kubelet runs them there.
+"""Commands run in a container's namespaces from the host: exec probes, as the kubelet runs
+them there, and the sandbox's quick exec as a container's unprivileged main user.
 
 A `podman exec` costs a CPU about a quarter of a second; a pod waiting on a probe polled it
 several times a second, and a cold start has several pods waiting at once on two cores.
-`nsenter` into the container's main process costs a few milliseconds: the probe's command
-runs with the container's root, working directory, namespaces, environment and user.
-What differs from the kubelet's exec through the runtime (listed in plan.py): the probe
-process is outside the container's cgroup and seccomp filter and keeps the capabilities of
-the host's root for the user it runs as.
+`nsenter` into the container's main process costs a few milliseconds: the command runs with
+the container's root, working directory, namespaces, environment and user.
+What differs from the kubelet's exec through the runtime (listed in plan.py): the process is
+outside the container's cgroup and seccomp filter and, where it runs as root, keeps the
+capabilities of the host's root.
 """
 
 import shutil
@@ -43,9 +44,10 @@ def nsenter_command(
     return [*argv, "--", *command]
 
 
-class ExecProbes:
-    """Runs exec probes of running containers; ``main_pid`` asks podman for a container's
-    main process, once per container until that process is gone (a restart)."""
+class NsenterExec:
+    """Runs commands in running containers through nsenter: exec probes, and quick execs as
+    an unprivileged main user; ``main_pid`` asks podman for a container's main process, once
+    per container until that process is gone (a restart)."""
 
     def __init__(self, main_pid: Callable[[str], int | None]) -> None:
         self._main_pid = main_pid
@@ -75,16 +77,56 @@ class ExecProbes:
         if pid is None:
             return False
         try:
-            environment = container_environment(pid)
-            result = subprocess.run(
-                nsenter_command(pid, command, user, group),
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=timeout,
-                check=False,
-            )
+            result = run_in_container(pid, command, user, group, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired):
             return False
         return result.returncode == 0
+
+    def run_as_main_user(
+        self, container: str, command: Sequence[str], *, timeout: float | None
+    ) -> subprocess.CompletedProcess[str] | None:
+        """``command`` run as the container's main process runs, where that process is an
+        unprivileged user with no supplementary group but its own: then nsenter's user switch
+        gives the same process a `podman exec` would (no capability, no other group). None
+        where it is not so, or the container does not run: the caller execs through podman."""
+        pid = self._pid(container)
+        if pid is None:
+            return None
+        try:
+            user, group, groups = process_ids(pid)
+        except OSError:
+            return None
+        if user == 0 or not groups <= {group}:
+            return None
+        return run_in_container(pid, command, user, group, timeout=timeout)
+
+
+def process_ids(pid: int) -> tuple[int, int, set[int]]:
+    """A process's real user, real group and supplementary groups."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    user = int(fields["Uid"].split()[0])
+    group = int(fields["Gid"].split()[0])
+    return user, group, {int(g) for g in fields["Groups"].split()}
+
+
+def run_in_container(
+    pid: int,
+    command: Sequence[str],
+    user: int | None,
+    group: int | None,
+    *,
+    timeout: float | None,
+) -> subprocess.CompletedProcess[str]:
+    """``command`` in the namespaces, root, working directory and environment of process
+    ``pid``, as ``user``:``group``; output captured as text, never raising on its exit."""
+    return subprocess.run(
+        nsenter_command(pid, command, user, group),
+        env=container_environment(pid),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -92,6 +92,10 @@ Everything Kubernetes does that podman does not is translated here, in one place
   podman exec costs a quarter of a CPU second); what stays different: the probe process is
   outside the container's cgroup and seccomp filter, with the capabilities of root in the
   host's user namespace (the kubelet runs it through the runtime, confined as the container);
+- `Sandbox.exec_quick` (the tests' Slurm admin commands in slurmctld's container) enters the
+  same way where the container's main process is an unprivileged user with no other group,
+  as that user: the same user, groups and (no) capabilities a `kubectl exec` would give;
+  what stays different: the process is outside the container's cgroup and seccomp filter;
 - PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
   nothing asks them (`kubectl drain` would);
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on

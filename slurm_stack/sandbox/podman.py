@@ -185,6 +185,13 @@ class Podman:
         )
         return result.returncode == 0 and result.stdout.strip() == "true"
 
+    def main_pid(self, container: str) -> int | None:
+        """The host PID of a container's main process; None while it does not run."""
+        pid = self.run(
+            ["inspect", "--format", "{{.State.Pid}}", container], check=False
+        ).stdout.strip()
+        return int(pid) if pid.isdigit() and int(pid) > 0 else None
+
     def labelled(self, kind: str, label: str) -> list[dict[str, object]]:
         """Pods or containers carrying ``label`` (`key=value`), as podman lists them."""
         base = ["pod", "ps"] if kind == "pod" else ["ps", "--all"]

@@ -20,6 +20,7 @@ from slurm_stack.sandbox.apply import (
     network_name,
     unmount_below,
 )
+from slurm_stack.sandbox.exec_probes import NsenterExec
 from slurm_stack.sandbox.images import ROOT, ensure_images
 from slurm_stack.sandbox.kube_api import PORT as KUBE_API_PORT
 from slurm_stack.sandbox.kube_api import SandboxKubeApi, wants_kube_api
@@ -376,6 +377,7 @@ class Sandbox:
         self.state = SandboxState.for_stack(stack, self.state_base)
         self._spec: ClusterSpec | None = None
         self._plan: Plan | None = None
+        self._quick_exec = NsenterExec(self.podman.main_pid)
         self._outputs: dict[str, object] = {}
         self._manifests: list[dict[str, Any]] = []
 
@@ -568,6 +570,17 @@ class Sandbox:
     ) -> subprocess.CompletedProcess[str]:
         """Run ``command`` in a node's main container."""
         return self.podman.exec(self.node_container(node), command, timeout=timeout)
+
+    def exec_quick(
+        self, node: str, command: list[str], *, timeout: float | None = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """`exec`, in milliseconds instead of a quarter of a CPU second where the container's
+        main process is an unprivileged user (slurmctld's container: Slurm's admin commands
+        as SlurmUser): nsenter as that user, outside the container's cgroup and seccomp
+        filter (plan.py). Other containers go through podman."""
+        container = self.node_container(node)
+        quick = self._quick_exec.run_as_main_user(container, command, timeout=timeout)
+        return quick if quick is not None else self.podman.exec(container, command, timeout=timeout)
 
     def login_ip(self) -> str:
         login = self.pod_of("login")

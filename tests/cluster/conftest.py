@@ -55,7 +55,7 @@ class Cluster:
 
     def ctl(self, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """A shell command in the controller container (Slurm admin tools as SlurmUser)."""
-        return self.sandbox.exec(self.controller, ["sh", "-c", command], timeout=timeout)
+        return self.sandbox.exec_quick(self.controller, ["sh", "-c", command], timeout=timeout)
 
     def node(self, node: str, command: str) -> subprocess.CompletedProcess[str]:
         """A shell command in a worker's slurmd container (the pod, outside the jail)."""
