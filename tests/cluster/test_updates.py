@@ -79,7 +79,7 @@ def test_a_template_change_replaces_each_node_only_when_its_jobs_are_done(
     updates: Cluster,
 ) -> None:
     cluster = updates
-    job = submit(cluster, "-w updates-cpu-0 --wrap 'sleep 45'")
+    job = submit(cluster, "-w updates-cpu-0 --wrap 'sleep 35'")
     wait_for("the job running", lambda: cluster.job_state(job) == "RUNNING")
     before = {pod: started_at(cluster, pod) for pod in NODES}
     old_template = template_hash(cluster, "updates-cpu-0")
