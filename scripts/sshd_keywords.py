@@ -12,6 +12,7 @@ setting it and diffing `sshd -T` names the keyword it stands for. Rerun after th
 OpenSSH changes, and commit the result with it.
 """
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -86,7 +87,28 @@ def known_names() -> dict[str, str]:
     return names
 
 
-def probe(image: str, extra: list[str]) -> list[list[str]]:
+def probe(image: str, extra: list[str], cache: Path | None = None) -> list[list[str]]:
+    """The probe's tagged lines for ``image``; with ``cache``, kept there under the image's ID
+    and the probe's inputs, since one run starts sshd some 500 times (about 10 s)."""
+    if cache is None:
+        return _probe(image, extra)
+    image_id = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    key = hashlib.sha256(json.dumps([image_id, PROBE, extra]).encode()).hexdigest()
+    kept = cache / f"{key}.json"
+    if kept.exists():
+        return json.loads(kept.read_text())
+    lines = _probe(image, extra)
+    cache.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(lines))
+    return lines
+
+
+def _probe(image: str, extra: list[str]) -> list[list[str]]:
     run = subprocess.run(
         [
             *("podman", "run", "--rm", "--network=none", "-e", f"EXTRA={' '.join(extra)}"),
@@ -105,11 +127,11 @@ def _sorted(names: set[str]) -> list[str]:
     return sorted(names, key=str.lower)
 
 
-def keywords(image: str) -> dict[str, object]:
-    """The probe's findings, in the file's shape."""
+def keywords(image: str, cache: Path | None = None) -> dict[str, object]:
+    """The probe's findings, in the file's shape (the probe's output kept in ``cache``)."""
     spelling = known_names()
     facts: dict[str, list[str]] = {}
-    for tag, rest in probe(image, sorted(spelling.values(), key=str.lower)):
+    for tag, rest in probe(image, sorted(spelling.values(), key=str.lower), cache):
         facts.setdefault(tag, []).append(rest)
     # sshd_config(5) spells keywords as sshd's own messages do (MACs, not the table's Macs).
     documented = {name.lower() for name in facts.get("man", [])}

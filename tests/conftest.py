@@ -5,6 +5,8 @@ import time
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 from slurm_stack.offline import ProgramRun
 from slurm_stack.offline.render import run_stack
@@ -27,10 +29,11 @@ def prod_run() -> ProgramRun:
 
 
 def _say(config: pytest.Config, message: str) -> None:
-    """A line on the terminal as it happens, past pytest's output capture."""
+    """A line on the terminal as it happens, past pytest's output capture (on stderr: an
+    xdist worker's stdout is its channel to the controller, its stderr the terminal's)."""
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
-        print(f"\n[real Slurm] {message}", flush=True)
+        print(f"\n[real Slurm] {message}", file=sys.stderr, flush=True)
 
 
 class _FixtureTimes:
@@ -72,12 +75,37 @@ class _FixtureTimes:
             _say(request.config, f"fixture {fixturedef.argname}: torn down in {took:.0f}s")
 
 
+REAL_SLURM_TIER = "tests/cluster/"
+
+
+class RealSlurmTierTogether(LoadScopeScheduling):
+    """xdist's scheduling for scripts/test.sh (`-n 2`): one worker runs the whole real-Slurm
+    tier in order, its stacks being module and session fixtures booted one at a time, while
+    the other workers share the rest test by test. (xdist's own `xdist_group` marks do not
+    group on pytest 9.2, whose node IDs no longer read the suffix xdist adds.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return REAL_SLURM_TIER if nodeid.startswith(REAL_SLURM_TIER) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> RealSlurmTierTogether:
+    return RealSlurmTierTogether(config, log)
+
+
+_IN_XDIST_WORKER = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global _IN_XDIST_WORKER
+    _IN_XDIST_WORKER = hasattr(config, "workerinput")
     config.pluginmanager.register(_FixtureTimes(), "slurm-stack-fixture-times")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Each real-Slurm test's name, outcome and time as it ends (they take minutes in all)."""
+    """Each real-Slurm test's name, outcome and time as it ends (they take minutes in all);
+    under xdist, said once, by the controller, which receives every worker's reports."""
+    if _IN_XDIST_WORKER:
+        return
     if report.when == "call" and "cluster" in report.keywords:
         print(
             f"\n[real Slurm] {report.nodeid}: {report.outcome} in {report.duration:.0f}s",

@@ -21,6 +21,7 @@ import yaml
 
 from slurm_stack import paths
 from slurm_stack.render import login_config_files
+from slurm_stack.sandbox.images import CACHE_DIR
 from slurm_stack.spec import load_spec
 from slurm_stack.spec.sshd import (
     DATA_DIR,
@@ -196,6 +197,7 @@ def test_committed_keyword_list_is_the_images(slurm_version):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     committed = keyword_data(slurm_version)
-    assert {"slurm_version": slurm_version, **script.keywords(image)} == committed, (
+    found = script.keywords(image, cache=CACHE_DIR / "sshd-keywords")
+    assert {"slurm_version": slurm_version, **found} == committed, (
         f"the login image's OpenSSH changed: run scripts/sshd_keywords.py {slurm_version}"
     )
