@@ -46,6 +46,7 @@ from slurm_stack.sandbox.podman import (
     container_name,
     env_file_text,
     network_create_args,
+    pin_bridge_address,
     pod_create_args,
 )
 from slurm_stack.sandbox.projected import write_projected
@@ -289,6 +290,7 @@ class Applier:
         self._started_since_states = False
         self._states_lock = threading.Lock()
         self.exec_probes = NsenterExec(self.podman.main_pid)
+        self._bridge: str | None = None  # the network's bridge interface, asked once
 
     # -- pods ---------------------------------------------------------------------------------
 
@@ -431,11 +433,26 @@ class Applier:
         self.podman.run(
             pod_create_args(pod, network_name(self.sandbox), self.sandbox, print_fingerprint)
         )
-        for container in pod.containers:
+        for index, container in enumerate(pod.containers):
             runs_to_exit = container.role == "init" or (pod.job and container.role == "main")
             name = self._start_container(pod, container, to_exit=runs_to_exit)
+            if index == 0:  # the pod is on the network now, so its bridge exists
+                self._pin_bridge_address(plan)
             if not runs_to_exit:
                 self._wait_ready(pod, container, name)
+
+    def _pin_bridge_address(self, plan: Plan) -> None:
+        if self._bridge is None:
+            self._bridge = self.podman.run(
+                [
+                    "network",
+                    "inspect",
+                    "--format",
+                    "{{.NetworkInterface}}",
+                    network_name(self.sandbox),
+                ]
+            ).stdout.strip()
+        pin_bridge_address(self._bridge, plan.subnet)
 
     # -- the whole plan -----------------------------------------------------------------------
 

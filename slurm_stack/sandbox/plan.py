@@ -41,7 +41,10 @@ Everything Kubernetes does that podman does not is translated here, in one place
   other init containers run to completion before the main containers, as in a pod;
 - pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod),
   and so are their MAC addresses (`podman.mac_address`), as a re-created pod at a known address
-  with a new MAC would be unreachable until neighbour caches expire;
+  with a new MAC would be unreachable until neighbour caches expire; the network's bridge
+  keeps its gateway's MAC (`podman.pin_bridge_address`), as Linux would otherwise give it its
+  lowest port's, which changes as pods come and go and left pods sending to the host (the
+  container tests' registries) at a MAC nobody had, for up to a minute;
 - a Job runs once per name while the stack has it; one that leaves the stack and comes back
   runs again (Pulumi deletes the old Job object and creates it anew); what stays different:
   a finished Job's pod is removed at once (Kubernetes keeps it with the Job), its containers'

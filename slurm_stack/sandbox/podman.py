@@ -7,6 +7,7 @@ import json
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from slurm_stack.sandbox.plan import Container, Pod
 
@@ -46,6 +47,30 @@ def mac_address(ip: str) -> str:
     caches stay right. (With a new MAC each time, connections to a re-created pod hang for
     several seconds until the stale neighbour entry is probed again.)"""
     return "02:53:" + ":".join(f"{int(octet):02x}" for octet in ip.split("."))
+
+
+def pin_bridge_address(interface: str, subnet: str) -> None:
+    """Give the network's bridge a fixed MAC address (its gateway's, by ``mac_address``) once
+    it exists. Linux gives a bridge without one the lowest MAC among its ports, which changes
+    as pods come and go; a pod that had looked the gateway up then sends to a MAC nobody has
+    (connections to the host hang until its neighbour entry is probed again, up to a minute).
+    On Kubernetes a pod's gateway stays put. A no-op until the bridge exists (the network's
+    first container creates it) and once its address has been set."""
+    try:
+        assigned = Path(f"/sys/class/net/{interface}/addr_assign_type").read_text().strip()
+    except OSError:
+        return
+    if assigned == NET_ADDR_SET:
+        return
+    gateway = subnet.split("/")[0].rsplit(".", 1)[0] + ".1"
+    subprocess.run(
+        ["ip", "link", "set", "dev", interface, "address", mac_address(gateway)],
+        check=True,
+        capture_output=True,
+    )
+
+
+NET_ADDR_SET = "3"  # addr_assign_type of an address set by hand (include/uapi/linux/netdevice.h)
 
 
 def pod_create_args(pod: Pod, network: str, sandbox: str, fingerprint: str) -> list[str]:
