@@ -145,6 +145,16 @@ def site_files_config_map_name(cluster: str) -> str:
     return f"{cluster}-site-files"
 
 
+def node_sshd_config_map_name(cluster: str, digest: str) -> str:
+    """The ConfigMap of the nodes' sshd_config (workerPools[].sshd), named by its content."""
+    return f"{cluster}-node-sshd-config-{digest}"
+
+
+def node_host_keys_secret_name(cluster: str) -> str:
+    """The Secret with the SSH host keys that every node running sshd shares."""
+    return f"{cluster}-node-ssh-host-keys"
+
+
 def users_config_map_name(cluster: str) -> str:
     """The ConfigMap of declared users and their keys (updated in place, never renamed)."""
     return f"{cluster}-users"

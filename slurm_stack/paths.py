@@ -65,6 +65,12 @@ REGISTRY_AUTH_DIR = "/etc/slurm-stack/registry"
 REGISTRY_AUTH_FILE = "auth.json"
 AUTHORIZED_KEYS_COMMAND = f"{PROJECT_LIB_DIR}/authorized-keys"  # sshd's, in login pods
 ROOT_SESSION = f"{PROJECT_LIB_DIR}/root-session"  # root's ForceCommand, in login pods
+# workerPools[].sshd: what login sessions' ssh reads, bound into the jail by login pods, and
+# where login pods find the nodes' public host keys and that ssh_config.
+NODE_SSH_CONFIG_IN_JAIL = "/etc/ssh/ssh_config.d/slurm-stack-nodes.conf"
+NODE_KNOWN_HOSTS_IN_JAIL = "/etc/ssh/ssh_known_hosts.slurm-stack-nodes"
+NODE_HOST_KEYS_DIR = "/etc/slurm-stack/node-host-keys"
+NODE_SSH_CONFIG_DIR = "/etc/slurm-stack/node-ssh"
 SYNC_USERS = f"{PROJECT_LIB_DIR}/sync-users"  # the users Job's program
 
 SLURMCTLD_PORT = 6817

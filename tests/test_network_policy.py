@@ -458,3 +458,23 @@ def test_a_primary_and_a_backup_controller_reach_each_other() -> None:
         [controller] = [p for p in pods(stack) if p.name == "controller"]
         # Two pods of one template: the model's one peer stands for both.
         assert allowed(policies_of(stack), controller, controller, SLURMCTLD_PORT) is reachable
+
+
+def test_a_nodes_sshd_is_reached_from_login_and_worker_pods_only() -> None:
+    def with_node_sshd(config: dict[str, Any]) -> None:
+        config["cgroups"] = {"enforce": True}
+        config["workerPools"][0]["sshd"] = True
+
+    stack = run_dev(with_node_sshd)
+    policies = policies_of(stack)
+    ours = pods(stack)
+    [node] = [p for p in ours if p.name == "worker:cpu"]
+    outside = [
+        Peer(p.name, node.namespace, p.labels, p.ip) if p.namespace == "@namespace" else p
+        for p in OUTSIDE
+    ]
+    for source in [*ours, *outside]:
+        if source is node:
+            continue
+        reachable = source.name.split(":")[0] in ("login", "worker")
+        assert allowed(policies, source, node, 22) is reachable, source.name

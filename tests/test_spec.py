@@ -788,6 +788,22 @@ INVALID = [
         id="switch-label-without-node-state",
     ),
     bad(
+        {"workerPools[1].sshd": True},
+        "workerPools[1].sshd",
+        "needs `cgroups.enforce: true`: pam_slurm_adopt puts each ssh session",
+        id="node-sshd-without-cgroups",
+    ),
+    bad(
+        {
+            "cgroups": {"enforce": True},
+            "workerPools[0].sshd": True,
+            "controller.slurmConfExtra": ["PrologFlags=Alloc,X11"],
+        },
+        "controller.slurmConfExtra[0]",
+        "'PrologFlags=Alloc,X11,Contain'",
+        id="node-sshd-with-prolog-flags-without-contain",
+    ),
+    bad(
         {"workerPools[0].labelFeatures": {"zone": "topology.kubernetes.io/zone"}},
         "workerPools[0].labelFeatures",
         "needs `nodeState.enabled: true`",

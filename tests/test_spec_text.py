@@ -163,6 +163,8 @@ def full_config() -> dict[str, Any]:
     del last["switch"]
     last["switchLabel"] = "network.example.com/leaf"
     last["labelFeatures"] = {"zone": "topology.kubernetes.io/zone"}
+    last["sshd"] = True
+    cluster["cgroups"] = {"enforce": True}
     return cluster
 
 

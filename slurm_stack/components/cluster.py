@@ -29,7 +29,7 @@ from slurm_stack.k8s.site_files import site_files_config_map
 from slurm_stack.k8s.workers import pool_statefulset, pool_template_hash
 from slurm_stack.package.args import SlurmClusterArgs
 from slurm_stack.package.convert import spec_and_secrets
-from slurm_stack.render import content_hash, slurm_config_files
+from slurm_stack.render import content_hash, node_sshd_config_files, slurm_config_files
 
 
 class SlurmCluster(pulumi.ComponentResource):
@@ -174,6 +174,22 @@ class SlurmCluster(pulumi.ComponentResource):
             service_account(spec, "pool-update"),
             child_options(self),
         )
+        node_sshd: list[pulumi.Resource] = []
+        if spec.node_sshd_pools:
+            # One sshd_config for every pool's nodes (k8s/workers.py mounts it by this name).
+            files = node_sshd_config_files(spec)
+            digest = content_hash(files)
+            sshd_config = config_map(
+                spec, naming.node_sshd_config_map_name(spec.name, digest), "worker", files
+            )
+            node_sshd.append(
+                register(
+                    ConfigMap,
+                    by_content(f"{name}-node-sshd-config", digest),
+                    sshd_config,
+                    child_options(self, previously=f"{name}-node-sshd-config"),
+                )
+            )
         for pool in spec.worker_pools:
             # Runs once per pod template, before the StatefulSet takes it: the pool's nodes
             # learn that their pods are to be replaced by an update (see pool_update_job).
@@ -188,7 +204,13 @@ class SlurmCluster(pulumi.ComponentResource):
                     timeout=TIMEOUTS["pool-update"],
                 ),
             )
-            WorkerPool(f"{name}-{pool.name}", spec, pool, [*before_nodes, update], opts=here)
+            WorkerPool(
+                f"{name}-{pool.name}",
+                spec,
+                pool,
+                [*before_nodes, update, *([*node_sshd, users.config_map] if pool.sshd else [])],
+                opts=here,
+            )
 
         if spec.nccl_enabled:
             HealthChecks(f"{name}-health", spec, config_name, [controller.statefulset], opts=here)

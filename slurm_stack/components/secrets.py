@@ -54,7 +54,22 @@ class ClusterSecrets(pulumi.ComponentResource):
         registry_auth: pulumi.Input[str] | None = None,
     ):
         super().__init__("slurm-stack:index:ClusterSecrets", name, None, opts)
-        self.secrets = [self._auth_key(name, spec), self._host_keys(name, spec)]
+        self.secrets = [
+            self._auth_key(name, spec),
+            self._host_keys(name, spec, f"{name}-ssh-host", host_keys_secret_name(spec)),
+        ]
+        if spec.node_sshd_pools:
+            # The nodes' own keys: a login pod's private keys never reach a node that runs
+            # users' jobs, nor a node's a login pod.
+            self.secrets.append(
+                self._host_keys(
+                    name,
+                    spec,
+                    f"{name}-node-ssh-host",
+                    naming.node_host_keys_secret_name(spec.name),
+                    component="worker",
+                )
+            )
         if spec.rest_api.enabled:
             self.secrets.append(self._jwt_key(name, spec))
         if spec.directory is not None:
@@ -103,20 +118,29 @@ class ClusterSecrets(pulumi.ComponentResource):
         }
         return register(Secret, f"{name}-jwt-key", manifest, child_options(self))
 
-    def _host_keys(self, name: str, spec: ClusterSpec) -> Secret:
+    def _host_keys(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        prefix: str,
+        secret_name: str,
+        component: str = "login",
+    ) -> Secret:
+        """One key of each type; the resource names under ``prefix`` keep them across
+        updates."""
         files: dict[str, pulumi.Output[str]] = {}
         for kind, algorithm in HOST_KEY_ALGORITHMS.items():
             key = tls.PrivateKey(
-                f"{name}-ssh-host-{kind}", **algorithm, opts=pulumi.ResourceOptions(parent=self)
+                f"{prefix}-{kind}", **algorithm, opts=pulumi.ResourceOptions(parent=self)
             )
             files[f"ssh_host_{kind}_key"] = key.private_key_openssh
             files[f"ssh_host_{kind}_key.pub"] = key.public_key_openssh
         manifest = {
-            "metadata": metadata(spec, host_keys_secret_name(spec), "login"),
+            "metadata": metadata(spec, secret_name, component),
             "type": "Opaque",
             "stringData": files,
         }
-        return register(Secret, f"{name}-ssh-host-keys", manifest, child_options(self))
+        return register(Secret, f"{prefix}-keys", manifest, child_options(self))
 
     def _sssd_config(
         self, name: str, spec: ClusterSpec, bind_password: pulumi.Input[str] | None

@@ -24,7 +24,7 @@ from slurm_stack.k8s.common import (
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
 from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume, submount_mount, submount_volume, wait_for_jail
-from slurm_stack.render.services import SSH_HOST_KEY_TYPES
+from slurm_stack.render.services import SSH_HOST_KEY_TYPES, node_host_key_alias
 from slurm_stack.spec.models import ClusterSpec
 
 COMPONENT = "login"
@@ -60,6 +60,53 @@ def host_key_files() -> list[str]:
         name
         for kind in SSH_HOST_KEY_TYPES
         for name in (f"ssh_host_{kind}_key", f"ssh_host_{kind}_key.pub")
+    ]
+
+
+def _node_ssh_env(spec: ClusterSpec) -> dict[str, str]:
+    """workerPools[].sshd: where the entrypoint finds what sessions need to ssh to nodes."""
+    if not spec.node_sshd_pools:
+        return {}
+    return {
+        "NODE_SSH_CONFIG": f"{paths.NODE_SSH_CONFIG_DIR}/node_ssh_config",
+        "NODE_HOST_KEYS_DIR": paths.NODE_HOST_KEYS_DIR,
+        "NODE_HOST_KEY_ALIAS": node_host_key_alias(spec),
+        "NODE_SSH_CONFIG_TARGET": paths.NODE_SSH_CONFIG_IN_JAIL,
+        "NODE_KNOWN_HOSTS_TARGET": paths.NODE_KNOWN_HOSTS_IN_JAIL,
+    }
+
+
+def _node_ssh_mounts(spec: ClusterSpec) -> list[Manifest]:
+    if not spec.node_sshd_pools:
+        return []
+    return [
+        {"name": "node-ssh-config", "mountPath": paths.NODE_SSH_CONFIG_DIR, "readOnly": True},
+        {"name": "node-host-keys", "mountPath": paths.NODE_HOST_KEYS_DIR, "readOnly": True},
+    ]
+
+
+def _node_ssh_volumes(spec: ClusterSpec, config_map: str) -> list[Manifest]:
+    if not spec.node_sshd_pools:
+        return []
+    return [
+        {
+            "name": "node-ssh-config",
+            "configMap": {
+                "name": config_map,
+                "items": [{"key": "node_ssh_config", "path": "node_ssh_config"}],
+            },
+        },
+        # The nodes' public host keys only: their private keys never reach a login pod.
+        {
+            "name": "node-host-keys",
+            "secret": {
+                "secretName": naming.node_host_keys_secret_name(spec.name),
+                "items": [
+                    {"key": f"ssh_host_{kind}_key.pub", "path": f"ssh_host_{kind}_key.pub"}
+                    for kind in SSH_HOST_KEY_TYPES
+                ],
+            },
+        },
     ]
 
 
@@ -109,6 +156,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             SLURM_CONF=f"{paths.SLURM_RUN_DIR}/conf/slurm.conf",
             SSHD_CONFIG=f"{paths.SSHD_CONFIG_DIR}/sshd_config",
             SLURM_CLIENT_PATHS=":".join(paths.SLURM_CLIENT_PATHS),
+            **_node_ssh_env(spec),
         ),
         volumeMounts=[
             {"name": "jail", "mountPath": paths.JAIL_DIR},
@@ -125,6 +173,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
             *(auth_mounts(spec) if spec.auth == "munge" else []),
             *sss_pipes_mounts(spec),
             *(submount_mount(s) for s in spec.jail.submounts),
+            *_node_ssh_mounts(spec),
         ],
         resources=resources(spec.login.resources),
         securityContext=root_with(LOGIN_CAPABILITIES),
@@ -151,6 +200,7 @@ def login_statefulset(spec: ClusterSpec, config_map: str) -> Manifest:
         *auth_volumes(spec),
         *sssd_volumes(spec),
         *(volume for s in spec.jail.submounts if (volume := submount_volume(s))),
+        *_node_ssh_volumes(spec, config_map),
     ]
     return {
         "metadata": metadata(spec, name, COMPONENT),

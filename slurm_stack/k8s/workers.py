@@ -37,7 +37,7 @@ from slurm_stack.k8s.jail import (
     wait_for_jail,
 )
 from slurm_stack.k8s.site_files import site_files_mounts, site_files_volumes
-from slurm_stack.render import node_conf
+from slurm_stack.render import node_conf, node_sshd_config_map
 from slurm_stack.spec.models import (
     WAIT_POLICY_GRACE_SECONDS,
     ClusterSpec,
@@ -127,6 +127,40 @@ def _container_volumes(spec: ClusterSpec) -> list[Manifest]:
         # On the node's disk, as the pod's other files; it lives as long as the pod.
         volumes.append({"name": "container-cache", "emptyDir": {}})
     return volumes
+
+
+def _sshd_mounts(pool: WorkerPool) -> list[Manifest]:
+    """workerPools[].sshd: the nodes' sshd_config, the users' keys and the host keys."""
+    if not pool.sshd:
+        return []
+    return [
+        {"name": "sshd-config", "mountPath": paths.SSHD_CONFIG_DIR, "readOnly": True},
+        {"name": "authorized-keys", "mountPath": paths.SSH_AUTHORIZED_KEYS_DIR, "readOnly": True},
+        {"name": "host-keys", "mountPath": paths.SSH_HOST_KEY_DIR, "readOnly": True},
+    ]
+
+
+def _sshd_volumes(spec: ClusterSpec, pool: WorkerPool) -> list[Manifest]:
+    if not pool.sshd:
+        return []
+    return [
+        {
+            "name": "sshd-config",
+            "configMap": {
+                "name": node_sshd_config_map(spec),
+                "items": [{"key": "node_sshd_config", "path": "sshd_config"}],
+            },
+        },
+        # As on login pods: kept up to date by the kubelet, so key changes need no restart.
+        {"name": "authorized-keys", "configMap": {"name": naming.users_config_map_name(spec.name)}},
+        {
+            "name": "host-keys",
+            "secret": {
+                "secretName": naming.node_host_keys_secret_name(spec.name),
+                "defaultMode": 0o400,
+            },
+        },
+    ]
 
 
 def _pool_resources(pool: WorkerPool) -> Manifest:
@@ -229,7 +263,10 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
         "slurmd",
         spec.image("worker"),
         "slurmd",
-        ports=[{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
+        ports=[
+            {"name": "slurmd", "containerPort": paths.SLURMD_PORT},
+            *([{"name": "ssh", "containerPort": paths.SSH_PORT}] if pool.sshd else []),
+        ],
         env=env(
             DRAIN_CLEANUP_SECONDS=str(DRAIN_CLEANUP_SECONDS),
             DRAIN_POLICY=pool.drain.policy,
@@ -239,6 +276,11 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
             SLURMD_CONF_SERVER=conf_server(spec),
             SLURMD_NODE_CONF=node_conf(pool),
+            # workerPools[].sshd: sshd beside slurmd, in the same container, so that the
+            # sessions pam_slurm_adopt puts into a job share slurmd's process namespace (the
+            # job's slurmstepd moves them by PID) and see the GPUs the device plugin gives
+            # this container alone.
+            **({"NODE_SSHD_CONFIG": f"{paths.SSHD_CONFIG_DIR}/sshd_config"} if pool.sshd else {}),
             **(
                 {
                     "GPU_DRIVER_DIR": paths.GPU_DRIVER_DIR,
@@ -260,6 +302,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             *(submount_mount(s) for s in [*spec.jail.submounts, *pool.submounts]),
             *site_files_mounts(spec),
             *_container_mounts(spec),
+            *_sshd_mounts(pool),
         ],
         resources=_pool_resources(pool),
         securityContext=_security_context(spec, pool),
@@ -312,6 +355,7 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
                     *(volume for s in submounts if (volume := submount_volume(s))),
                     *site_files_volumes(spec),
                     *_container_volumes(spec),
+                    *_sshd_volumes(spec, pool),
                 ],
             },
         },

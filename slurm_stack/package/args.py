@@ -580,6 +580,13 @@ class WorkerPool(TypedDict, total=False):
         "`--constraint=k8s-zone-a`. The node-state controller (`nodeState.enabled`) keeps them in "
         "step with the labels; a node without the label has no such feature."
     )
+    sshd: NotRequired[bool]
+    (
+        "sshd on each node of the pool, for users who debug a running job: a user with a job on "
+        "the node may ssh in from a login node and lands in that job (its cgroup, chrooted into "
+        "the jail); anyone else is refused (pam_slurm_adopt). Needs `cgroups.enforce: true` "
+        "(docs/users.md). Default: false."
+    )
 
 
 class Partition(TypedDict, total=False):

@@ -2,8 +2,11 @@
 
 import hashlib
 
+from slurm_stack import naming
 from slurm_stack.render.services import (
     database_endpoint,
+    render_node_ssh_config,
+    render_node_sshd_config,
     render_slurmdbd_conf,
     render_sshd_config,
 )
@@ -37,8 +40,17 @@ def slurm_config_files(spec: ClusterSpec) -> dict[str, str]:
 
 
 def login_config_files(spec: ClusterSpec) -> dict[str, str]:
-    """sshd_config for the login pods."""
-    return {"sshd_config": render_sshd_config(spec)}
+    """sshd_config for the login pods; with sshd on nodes, the ssh_config that sessions use
+    to reach them."""
+    files = {"sshd_config": render_sshd_config(spec)}
+    if spec.node_sshd_pools:
+        files["node_ssh_config"] = render_node_ssh_config(spec)
+    return files
+
+
+def node_sshd_config_files(spec: ClusterSpec) -> dict[str, str]:
+    """sshd_config for the nodes of pools with sshd (one for all of them)."""
+    return {"node_sshd_config": render_node_sshd_config(spec)}
 
 
 def accounting_config_files(spec: ClusterSpec) -> dict[str, str]:
@@ -56,6 +68,11 @@ def content_hash(files: dict[str, str]) -> str:
     return digest.hexdigest()[:HASH_LENGTH]
 
 
+def node_sshd_config_map(spec: ClusterSpec) -> str:
+    """The name of the nodes' sshd ConfigMap, which carries its content's hash."""
+    return naming.node_sshd_config_map_name(spec.name, content_hash(node_sshd_config_files(spec)))
+
+
 __all__ = [
     "accounting_config_files",
     "authorized_keys",
@@ -63,6 +80,8 @@ __all__ = [
     "database_endpoint",
     "login_config_files",
     "node_conf",
+    "node_sshd_config_files",
+    "node_sshd_config_map",
     "slurm_config_files",
     "submount_binds",
     "submount_staging_path",

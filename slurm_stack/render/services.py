@@ -79,12 +79,9 @@ def render_slurmdbd_conf(spec: ClusterSpec) -> str:
     )
 
 
-def render_sshd_config(spec: ClusterSpec) -> str:
-    """sshd_config: key-only logins chrooted into the jail, no forwarding of any kind, few
-    authentication attempts, modern algorithms only; sshdExtra overrides defaults."""
-    extra = list(spec.login.sshd_extra)
-    overridden = {key_of(line).lower() for line in extra}
-    defaults = [
+def _sshd_defaults(login: bool) -> list[tuple[str, str]]:
+    """The settings both sshds share; a node's differs only where its sessions need it."""
+    return [
         ("Port", str(paths.SSH_PORT)),
         *(
             ("HostKey", f"{paths.SSH_HOST_KEY_DIR}/ssh_host_{kind}_key")
@@ -95,10 +92,15 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         ("PubkeyAuthentication", "yes"),
         ("PasswordAuthentication", "no"),
         ("KbdInteractiveAuthentication", "no"),
-        ("UsePAM", "no"),
+        # On a node, PAM's account stage lets in only users with a job there and puts the
+        # session into that job (pam_slurm_adopt, images/worker/pam-sshd); keys are still
+        # checked by sshd alone.
+        ("UsePAM", "no" if login else "yes"),
         # Keys come from the users ConfigMap through a command, not a file sshd would check:
-        # a ConfigMap volume's directory is 0777 on a kubelet, which StrictModes refuses.
-        ("AuthorizedKeysFile", "none"),
+        # a ConfigMap volume's directory is 0777 on a kubelet, which StrictModes refuses. On a
+        # node, a user's own ~/.ssh/authorized_keys in the jail's /home counts too: the key
+        # pair a user makes on a login node reaches the nodes of their jobs.
+        ("AuthorizedKeysFile", "none" if login else ".ssh/authorized_keys"),
         ("AuthorizedKeysCommand", f"{paths.AUTHORIZED_KEYS_COMMAND} %u"),
         ("AuthorizedKeysCommandUser", "nobody"),
         ("ChrootDirectory", paths.JAIL_DIR),
@@ -121,6 +123,14 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         ("ClientAliveInterval", "300"),
         ("Subsystem", "sftp internal-sftp"),
     ]
+
+
+def render_sshd_config(spec: ClusterSpec) -> str:
+    """sshd_config: key-only logins chrooted into the jail, no forwarding of any kind, few
+    authentication attempts, modern algorithms only; sshdExtra overrides defaults."""
+    extra = list(spec.login.sshd_extra)
+    overridden = {key_of(line).lower() for line in extra}
+    defaults = _sshd_defaults(login=True)
     # sshd keeps the first value of a keyword. Ours come first, then sshdExtra, then root's
     # Match block; a default that an extra line sets is left out, so that line takes effect.
     # That is safe because the spec refuses every keyword slurm-stack relies on (and those
@@ -136,3 +146,39 @@ def render_sshd_config(spec: ClusterSpec) -> str:
         root_session=paths.ROOT_SESSION,
         jail=paths.JAIL_DIR,
     )
+
+
+def render_node_sshd_config(spec: ClusterSpec) -> str:
+    """sshd_config of a node's sshd (workerPools[].sshd): the login's settings, with PAM for
+    pam_slurm_adopt and the users' own authorized_keys; login.sshdExtra is the login's only."""
+    return render_template(
+        "sshd_config.j2",
+        cluster=spec.name,
+        settings=_sshd_defaults(login=False),
+        extra=[],
+        root_session=paths.ROOT_SESSION,
+        jail=paths.JAIL_DIR,
+    )
+
+
+def node_host_key_alias(spec: ClusterSpec) -> str:
+    """The name the nodes' shared host keys go by in login sessions' known hosts."""
+    return f"{spec.name}-nodes"
+
+
+def render_node_ssh_config(spec: ClusterSpec) -> str:
+    """ssh_config for login sessions: `ssh <node>` reaches a node of a pool that runs sshd by
+    its pod's DNS name (`<pod>.<pool Service>.<namespace>.svc`) and checks the nodes' host
+    key. A node's name has no dot; longer pool names come first, so a pool named `cpu-big`
+    is not taken for `cpu`."""
+    pools = sorted(spec.node_sshd_pools, key=lambda pool: len(pool.name), reverse=True)
+    lines = [f"# Nodes of cluster {spec.name} that run sshd (workerPools[].sshd)."]
+    for pool in pools:
+        service = naming.pool_name(spec.name, pool.name)
+        lines += [
+            f"Host {service}-* !*.*",
+            f"    HostName %h.{service}.{spec.namespace}.svc",
+            f"    HostKeyAlias {node_host_key_alias(spec)}",
+            f"    GlobalKnownHostsFile {paths.NODE_KNOWN_HOSTS_IN_JAIL}",
+        ]
+    return "\n".join(lines) + "\n"

@@ -160,6 +160,9 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                 ),
                 ("LaunchParameters", "use_interactive_step"),
                 ("MpiDefault", "none"),
+                # Each job gets an extern step on every node at allocation: the step that
+                # pam_slurm_adopt puts a user's ssh session into (workerPools[].sshd).
+                *([("PrologFlags", "Contain")] if spec.node_sshd_pools else []),
             ],
         ),
     ]

@@ -107,6 +107,16 @@ Everything Kubernetes does that podman does not is translated here, in one place
   --seccomp-default), `RuntimeDefault` is podman's default profile without pivot_root
   (containerd's lacks it; `sandbox/seccomp.py`); what stays different: podman's and
   containerd's default profiles differ in other calls too;
+- cgroups are this host's, which mounts the controllers as cgroup v1 (hybrid). A privileged
+  container (`cgroups.enforce`) stays in the host's cgroup namespace, as containerd keeps a
+  privileged container on cgroup v2 (containerd/cri#1415, after the cgroup v2 KEP), and
+  Slurm's `CgroupPlugin=autodetect` picks cgroup/v1, under the container's own cgroup
+  (`tests/cluster/test_cgroups.py`). What stays different: Kubernetes 1.36 nodes run cgroup
+  v2, where Slurm picks cgroup/v2 and puts slurmstepd's cgroups beside the containers in the
+  pod's cgroup (`_set_int_cg_ns` in `cgroup_v2.c`); that path is not booted here. And podman
+  mounts a v1 container's own cgroup at `/sys/fs/cgroup/<controller>` while
+  `/proc/self/cgroup` names host paths, so slurmd logs "Cannot find slurmd cpu cgroup" (and
+  memory) once at start: it only looks for its own cgroup to lift limits on itself;
 - AppArmor is not exercised: this host's kernel has no AppArmor, so `Unconfined` and the
   runtime's default profile (which denies mount(2)) behave alike here;
 - `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);

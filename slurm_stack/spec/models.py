@@ -761,6 +761,11 @@ class WorkerPool(SpecModel):
     a node on a Kubernetes node labelled `zone=a` the feature `k8s-zone-a`, for
     `--constraint=k8s-zone-a`. The node-state controller (`nodeState.enabled`) keeps them in
     step with the labels; a node without the label has no such feature."""
+    sshd: bool = False
+    """sshd on each node of the pool, for users who debug a running job: a user with a job on
+    the node may ssh in from a login node and lands in that job (its cgroup, chrooted into the
+    jail); anyone else is refused (pam_slurm_adopt). Needs `cgroups.enforce: true`
+    (docs/users.md)."""
 
     @relation(
         "resources.limits.memory",
@@ -1556,6 +1561,11 @@ class ClusterSpec(SpecModel):
     def gpu_pools(self) -> list[WorkerPool]:
         """Pools whose nodes have GPUs."""
         return [pool for pool in self.worker_pools if pool.gpus > 0]
+
+    @property
+    def node_sshd_pools(self) -> list[WorkerPool]:
+        """Pools whose nodes run sshd for users with a job there."""
+        return [pool for pool in self.worker_pools if pool.sshd]
 
     @property
     def nccl_enabled(self) -> bool:

@@ -22,6 +22,7 @@ from slurm_stack.spec.slurm_options import (
     PARTITION,
     SLURM_CONF,
     Owned,
+    Pair,
     field_issues,
     parse_line,
 )
@@ -393,6 +394,21 @@ SITE_SCRIPT_KEYS = {
 }
 
 
+def _slurm_conf_extra_pairs(raw: Raw) -> Iterator[tuple[int, Pair]]:
+    """Each `Key=Value` of controller.slurmConfExtra with its line's index; a line that does
+    not parse is slurm_lines' to report."""
+    extras = _get(_get(raw, "controller", {}), "slurmConfExtra", [])
+    for j, line in enumerate(extras if isinstance(extras, list) else []):
+        if not isinstance(line, str):
+            continue
+        try:
+            pairs = parse_line(line)
+        except ValueError:
+            continue
+        for pair in pairs:
+            yield j, pair
+
+
 def site_scripts_own_their_keys(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     """A slurmConfExtra line may not set a key that a given siteScripts field sets: one of
     the two would silently win."""
@@ -404,21 +420,13 @@ def site_scripts_own_their_keys(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]
         for field, key in SITE_SCRIPT_KEYS.items()
         if site.get(field) not in (None, [], "")
     }
-    extras = _get(_get(raw, "controller", {}), "slurmConfExtra", [])
-    for j, line in enumerate(extras if isinstance(extras, list) else []):
-        if not isinstance(line, str):
-            continue
-        try:
-            pairs = parse_line(line)
-        except ValueError:
-            continue  # slurm_lines reports it
-        for pair in pairs:
-            if (field := given.get(pair.key.lower())) is not None:
-                yield SpecIssue(
-                    join_path("controller", "slurmConfExtra", j),
-                    f"{pair.key} is set by siteScripts.{field}; give the script there "
-                    f"and drop this line",
-                )
+    for j, pair in _slurm_conf_extra_pairs(raw):
+        if (field := given.get(pair.key.lower())) is not None:
+            yield SpecIssue(
+                join_path("controller", "slurmConfExtra", j),
+                f"{pair.key} is set by siteScripts.{field}; give the script there "
+                f"and drop this line",
+            )
 
 
 BYTE_RESOURCES = ("memory", "ephemeral-storage")
@@ -712,6 +720,32 @@ def registry_auth_needs_containers(raw: Raw, ctx: RuleContext) -> Iterator[SpecI
         )
 
 
+def node_sshd_needs_cgroups(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """sshd on workers adopts each session into the user's job, which only Slurm's cgroup
+    plugins can do (pam_slurm_adopt needs proctrack/cgroup and task/cgroup); and the job's
+    extern step to adopt into exists only with PrologFlags=Contain."""
+    pools = [i for i, pool in _items(raw, "workerPools") if _get(pool, "sshd") is True]
+    if not pools:
+        return
+    if _get(_get(raw, "cgroups", {}), "enforce") is not True:
+        for i in pools:
+            yield SpecIssue(
+                join_path("workerPools", i, "sshd"),
+                "needs `cgroups.enforce: true`: pam_slurm_adopt puts each ssh session into "
+                "the user's job with Slurm's cgroup plugins (proctrack/cgroup, task/cgroup), "
+                "which run only with cgroup enforcement",
+            )
+    for j, pair in _slurm_conf_extra_pairs(raw):
+        flags = [flag.strip().lower() for flag in pair.value.split(",")]
+        if pair.key.lower() == "prologflags" and "contain" not in flags:
+            yield SpecIssue(
+                join_path("controller", "slurmConfExtra", j),
+                f"workerPools[{pools[0]}].sshd needs PrologFlags to include Contain (the "
+                f"job's extern step that ssh sessions join): add it to this line, e.g. "
+                f"'PrologFlags={pair.value},Contain'",
+            )
+
+
 RULES: tuple[Rule, ...] = (
     unique_names,
     pool_names_fit,
@@ -734,6 +768,7 @@ RULES: tuple[Rule, ...] = (
     directory_bind_password,
     registry_auth_needs_containers,
     jail_cache_without_root_jobs,
+    node_sshd_needs_cgroups,
 )
 
 
