@@ -6,6 +6,7 @@ is read from sacct."""
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,34 @@ class SinfoWatch:
 
 def test_the_primary_and_the_backup_both_answer(ha: Cluster) -> None:
     assert ping(ha) == {PRIMARY: "UP", BACKUP: "UP"}
+
+
+def log_times(line_start: str, log: str) -> list[datetime]:
+    """When slurmctld logged each line that starts (after its timestamp) with ``line_start``."""
+    return [
+        datetime.fromisoformat(line[1:24])
+        for line in log.splitlines()
+        if line.startswith("[") and line[26:].startswith(line_start)
+    ]
+
+
+def test_on_a_first_start_the_backup_waits_for_the_primary_and_no_one_stalls(
+    ha: Cluster,
+) -> None:
+    """Both pods start together on a first deploy. A starting primary asks the backup to give
+    up control and waits up to 30 s for an answer (CONTROL_TIMEOUT), serving no one; a backup
+    that was starting too took the connection and never answered. The backup's entrypoint
+    now starts slurmctld once the primary answers, so the primary is in control within
+    seconds of its start, and the backup after it."""
+    primary = ha.sandbox.podman.logs(ha.sandbox.node_container(PRIMARY), tail=100_000)
+    backup = ha.sandbox.podman.logs(ha.sandbox.node_container(BACKUP), tail=100_000)
+    [started, *_] = log_times("slurmctld version", primary)
+    [in_control, *_] = log_times("Running as primary controller", primary)
+    assert (in_control - started).total_seconds() < 5, primary
+    assert "Socket timed out" not in primary, primary
+    assert f"the primary controller {PRIMARY} answers; starting the backup" in backup, backup
+    [backup_started, *_] = log_times("slurmctld version", backup)
+    assert backup_started > in_control
     # What the login node's clients were served (configless, through sackd), in order.
     out = " ".join(ha.ok(ha.login("scontrol show config")).split())
     assert f"SlurmctldHost[0] = {PRIMARY}({PRIMARY}.ha-controller-pods.slurm-ha.svc)" in out
