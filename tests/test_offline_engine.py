@@ -12,6 +12,7 @@ from pulumi_kubernetes.provider import Provider
 from pulumi_random import RandomBytes, RandomPassword
 from pulumi_tls import PrivateKey
 
+import slurm_stack.offline.validate as validate
 from slurm_stack.offline import (
     LOAD_BALANCER_IP,
     REDACTED,
@@ -272,6 +273,32 @@ def test_misspelled_field_fails_in_strict_mode() -> None:
         "Deployment/hpc/web (k8s 1.31): spec.replicass: unknown field"
     ]
     assert validate_manifests([bad], ["1.31"], strict=False) == []
+
+
+def test_known_valid_objects_are_not_checked_again_and_problems_are_never_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    known: set[str] = set()
+    assert validate_manifests([DEPLOYMENT], ["1.31", "1.34"], known_valid=known) == []
+    assert len(known) == 2  # one per version
+    checked: list[str] = []
+    real = validate.validate_manifest
+
+    def counting(manifest: dict, version: str, **options: object) -> list[str]:
+        checked.append(version)
+        return real(manifest, version, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(validate, "validate_manifest", counting)
+    assert validate_manifests([DEPLOYMENT], ["1.31", "1.34"], known_valid=known) == []
+    assert checked == []
+    assert validate_manifests([DEPLOYMENT], ["1.31"], strict=False, known_valid=known) == []
+    assert checked == ["1.31"]  # other options, another check
+    bad = copy.deepcopy(DEPLOYMENT)
+    bad["spec"]["replicass"] = 2
+    for _ in range(2):
+        problems = validate_manifests([bad], ["1.31"], known_valid=known)
+        assert problems == ["Deployment/hpc/web (k8s 1.31): spec.replicass: unknown field"]
+    assert len(known) == 3
 
 
 def test_wrong_type_fails_for_every_version() -> None:

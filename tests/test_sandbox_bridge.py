@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from slurm_stack.sandbox.podman import mac_address, pin_bridge_address
+from slurm_stack.sandbox.podman import (
+    gateway_of,
+    interface_with_address,
+    mac_address,
+    pin_bridge_address,
+)
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None, reason="making links needs root and ip(8)"
@@ -58,3 +63,13 @@ def test_a_pinned_bridge_keeps_the_gateways_address_as_ports_come(bridge: str) -
 def test_no_bridge_yet_is_left_for_later() -> None:
     pin_bridge_address("sstest-none", "10.89.41.0/24")
     assert not Path("/sys/class/net/sstest-none").exists()
+
+
+def test_the_bridge_is_found_by_the_gateway_address_it_holds(bridge: str) -> None:
+    # What the sandbox looks its network's bridge up by (one `ip` call, not a podman one).
+    gateway = gateway_of("198.51.100.0/24")
+    assert gateway == "198.51.100.1"
+    assert interface_with_address(gateway) is None
+    ip("addr", "add", f"{gateway}/24", "dev", bridge)
+    assert interface_with_address(gateway) == bridge
+    assert interface_with_address("198.51.100.2") is None

@@ -6,8 +6,11 @@ requested Kubernetes minor; schemas and validators are loaded once per process.
 """
 
 import functools
+import hashlib
+import importlib.metadata
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableSet, Sequence
 from typing import Any, Literal
 
 import jsonschema
@@ -104,25 +107,59 @@ def validate_manifest(
     return [f"{label}: {path}: {message}" for path, message in found]
 
 
+@functools.cache
+def _checker_releases() -> tuple[str, str]:
+    return (
+        importlib.metadata.version("kubernetes-validate"),
+        importlib.metadata.version("jsonschema"),
+    )
+
+
+def valid_digest(manifest: dict[str, Any], version: str, strict: bool, unknown_kinds: str) -> str:
+    """What a check of ``manifest`` against Kubernetes ``version`` depends on, as one digest:
+    the object, the schemas (kubernetes-validate's release and the minor's full version), the
+    validator's release and the options. A digest found valid once stays valid."""
+    basis = [
+        *_checker_releases(),
+        available_versions().get(version, version),
+        strict,
+        unknown_kinds,
+        manifest,
+    ]
+    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
+
+
 def validate_manifests(
     manifests: Iterable[dict[str, Any]],
     versions: Sequence[str] | None = None,
     *,
     strict: bool = True,
     unknown_kinds: Literal["error", "skip"] = "error",
+    known_valid: MutableSet[str] | None = None,
 ) -> list[str]:
     """Problems of every manifest against every Kubernetes minor in `versions`.
 
     `versions` defaults to `default_versions()`. `unknown_kinds="skip"` passes kinds without
     a schema (custom resources); by default they are problems, which also catches a wrong
     apiVersion. An empty list means every object is valid for every version.
+
+    ``known_valid`` holds the `valid_digest` of each check that passed before: those are not
+    checked again, and each check that passes now is added. (The sandbox keeps it across runs:
+    the schema check was most of the time of an `up` that changes one pod.)
     """
     minors = sorted(versions or default_versions(), key=Version)
-    return [
-        problem
-        for manifest in manifests
-        for version in minors
-        for problem in validate_manifest(
-            manifest, version, strict=strict, unknown_kinds=unknown_kinds
-        )
-    ]
+    problems = []
+    for manifest in manifests:
+        for version in minors:
+            digest = (
+                valid_digest(manifest, version, strict, unknown_kinds)
+                if known_valid is not None
+                else ""
+            )
+            if digest and digest in known_valid:  # type: ignore[operator]
+                continue
+            found = validate_manifest(manifest, version, strict=strict, unknown_kinds=unknown_kinds)
+            problems.extend(found)
+            if digest and not found:
+                known_valid.add(digest)  # type: ignore[union-attr]
+    return problems

@@ -45,6 +45,8 @@ from slurm_stack.sandbox.podman import (
     container_create_args,
     container_name,
     env_file_text,
+    gateway_of,
+    interface_with_address,
     network_create_args,
     pin_bridge_address,
     pod_create_args,
@@ -56,6 +58,9 @@ from slurm_stack.sandbox.state import SandboxState
 Log = Callable[[str], None]
 INIT_TIMEOUT = 900  # populate-jail copies a whole root filesystem before workers may start
 PROBE_POLL = 0.2
+# A TCP probe is a connect from here, no process: asked more often, so a ready pod (and the
+# next container, pod or phase after it) is seen sooner.
+TCP_PROBE_POLL = 0.05
 RESTART_CHECK_PERIOD = 1.0
 CRASH_LOOP_RESTARTS = 3  # Kubernetes would back off; the sandbox reports the logs instead
 
@@ -276,6 +281,15 @@ def _write_env(pod: Pod, container: Container, state: SandboxState) -> str:
     return str(path)
 
 
+def _states_of(pods: list[dict[str, object]]) -> dict[str, str]:
+    """Each container's state (`running`, `exited`, ...) from a `pod ps` listing."""
+    return {
+        str(c["Names"]): str(c["Status"])
+        for p in pods
+        for c in p.get("Containers") or []  # type: ignore[union-attr]
+    }
+
+
 class Applier:
     """Applies plans of one sandbox."""
 
@@ -291,12 +305,17 @@ class Applier:
         self._states_lock = threading.Lock()
         self.exec_probes = NsenterExec(self.podman.main_pid)
         self._bridge: str | None = None  # the network's bridge interface, asked once
+        self._network_ready = False  # ensure_network found or made it
 
     # -- pods ---------------------------------------------------------------------------------
 
     def running_pods(self) -> dict[str, str]:
-        """Pods of this sandbox that exist now, with their fingerprints."""
+        """Pods of this sandbox that exist now, with their fingerprints. The listing also
+        gives their containers' states, kept for `_states_for` until a pod starts or stops."""
         pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
+        with self._states_lock:
+            self._states = _states_of(pods)
+            self._started_since_states = False
         return {
             str(p["Name"]): str((p.get("Labels") or {}).get(FINGERPRINT_LABEL, ""))  # type: ignore[union-attr]
             for p in pods
@@ -408,7 +427,7 @@ class Applier:
                         f"{pod.name}: container {container.name} keeps exiting "
                         f"({restarts} restarts):\n" + self.podman.logs(name)
                     )
-            time.sleep(PROBE_POLL)
+            time.sleep(TCP_PROBE_POLL if probe.port is not None else PROBE_POLL)
         raise SandboxError(
             f"{pod.name}: container {container.name} not ready after "
             f"{max(probe.period * probe.failures, 30):g}s:\n" + self.podman.logs(name)
@@ -443,25 +462,32 @@ class Applier:
 
     def _pin_bridge_address(self, plan: Plan) -> None:
         if self._bridge is None:
-            self._bridge = self.podman.run(
-                [
-                    "network",
-                    "inspect",
-                    "--format",
-                    "{{.NetworkInterface}}",
-                    network_name(self.sandbox),
-                ]
-            ).stdout.strip()
+            self._bridge = (
+                interface_with_address(gateway_of(plan.subnet))
+                or self.podman.run(
+                    [
+                        "network",
+                        "inspect",
+                        "--format",
+                        "{{.NetworkInterface}}",
+                        network_name(self.sandbox),
+                    ]
+                ).stdout.strip()
+            )
         pin_bridge_address(self._bridge, plan.subnet)
 
     # -- the whole plan -----------------------------------------------------------------------
 
     def ensure_network(self, plan: Plan) -> None:
-        """The sandbox's network, made if missing (tools beside the pods join it)."""
+        """The sandbox's network, made if missing (tools beside the pods join it); asked of
+        podman once per Applier."""
+        if self._network_ready:
+            return
         if not self.podman.exists("network", network_name(self.sandbox)):
             self.podman.run(
                 network_create_args(network_name(self.sandbox), plan.subnet, self.sandbox)
             )
+        self._network_ready = True
 
     def apply(self, plan: Plan) -> ApplyReport:
         """Bring the sandbox to ``plan``; see the module docstring."""
@@ -475,7 +501,6 @@ class Applier:
         write_hosts(plan, self.state)
         self._image_id_cache.clear()
         self._cache_image_ids(plan)
-        self._states = None
 
         running = self.running_pods()
         planned = {pod.name for pod in plan.pods}
@@ -708,12 +733,7 @@ class Applier:
     def _container_states(self) -> dict[str, str]:
         """The state of each container of this sandbox's pods (`running`, `exited`, ...), in
         one podman call."""
-        pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
-        return {
-            str(c["Names"]): str(c["Status"])
-            for p in pods
-            for c in p.get("Containers") or []  # type: ignore[union-attr]
-        }
+        return _states_of(self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}"))
 
     @staticmethod
     def _healthy(pod: Pod, states: dict[str, str]) -> bool:
@@ -757,6 +777,7 @@ class Applier:
             for name in names:
                 unmount_below(self.state.root / "pods" / name)
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)
+        self._network_ready = False
         return names
 
 

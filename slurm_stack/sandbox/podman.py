@@ -49,6 +49,23 @@ def mac_address(ip: str) -> str:
     return "02:53:" + ":".join(f"{int(octet):02x}" for octet in ip.split("."))
 
 
+def gateway_of(subnet: str) -> str:
+    """The gateway podman gives a /24 network: its first address, held by the bridge."""
+    return subnet.split("/")[0].rsplit(".", 1)[0] + ".1"
+
+
+def interface_with_address(address: str) -> str | None:
+    """The host's interface that holds IPv4 ``address`` (a network's bridge holds its
+    gateway), from the kernel in one `ip` call; None when none does."""
+    out = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show", "to", f"{address}/32"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    return out[1] if len(out) > 1 else None
+
+
 def pin_bridge_address(interface: str, subnet: str) -> None:
     """Give the network's bridge a fixed MAC address (its gateway's, by ``mac_address``) once
     it exists. Linux gives a bridge without one the lowest MAC among its ports, which changes
@@ -62,9 +79,8 @@ def pin_bridge_address(interface: str, subnet: str) -> None:
         return
     if assigned == NET_ADDR_SET:
         return
-    gateway = subnet.split("/")[0].rsplit(".", 1)[0] + ".1"
     subprocess.run(
-        ["ip", "link", "set", "dev", interface, "address", mac_address(gateway)],
+        ["ip", "link", "set", "dev", interface, "address", mac_address(gateway_of(subnet))],
         check=True,
         capture_output=True,
     )

@@ -493,11 +493,11 @@ class Sandbox:
             self.log("images built")
         current = self.render()
         self._install_fake_gpu_tools()
+        applier = self.applier()
         if wants_kube_api(self._manifests):
             # Up before the pods, as an API server is: the controller's first pass finds it.
             kube_api = self.kube_api()
             kube_api.prepare(self._manifests)
-            applier = self.applier()
             applier.ensure_network(current)
             # The controller's own image (the ops image) has the python3 the server needs.
             image = next(
@@ -509,7 +509,7 @@ class Sandbox:
             )
             kube_api.start(image)
             self.log(f"stand-in Kubernetes API: https://{kube_api.address}:{KUBE_API_PORT}")
-        report = self.applier().apply(current)
+        report = applier.apply(current)
         if wants_prometheus(self._manifests):
             prometheus = self.prometheus()
             changed = prometheus.write_config(self._manifests, current.hosts)

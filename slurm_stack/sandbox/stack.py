@@ -10,6 +10,8 @@ Two things are added to what the stack file says, both as a deployed cluster wou
 """
 
 import base64
+import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -58,7 +60,16 @@ def cluster_key(project: str) -> str:
 def cluster_name(stack_file: Path, project: str) -> str | None:
     """The cluster's `name` as the stack file gives it, read without rendering (so without
     touching the sandbox's state); None where the file gives none (rendering names the
-    problem)."""
+    problem). Parsed once per content of the file: a sandbox asks several times an `up`."""
+    try:
+        content = stack_file.read_bytes()
+    except OSError:
+        return None
+    return _cluster_name(stack_file, hashlib.sha256(content).hexdigest(), project)
+
+
+@functools.lru_cache(maxsize=64)
+def _cluster_name(stack_file: Path, _content_digest: str, project: str) -> str | None:
     try:
         stack = load_stack_config(stack_file, project)
         cluster = json.loads(stack.config.get(cluster_key(project), "null"))
@@ -106,7 +117,9 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
         previous_outputs=state.load_outputs(),
     )
     documents = manifests(result.resources)
-    problems = validate_manifests(documents, unknown_kinds="skip")
+    known_valid = state.load_valid_manifests()
+    problems = validate_manifests(documents, unknown_kinds="skip", known_valid=known_valid)
+    state.save_valid_manifests(known_valid)
     if problems:
         raise SandboxStackError("rendered objects fail the schema:\n  " + "\n  ".join(problems))
     return SandboxStack(spec, keep_secrets(documents, state.secrets_file), dict(result.outputs))

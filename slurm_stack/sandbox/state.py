@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 DEFAULT_ROOT = Path("/var/lib/slurm-stack/sandbox")
 RECORD_FILE = "sandbox.json"
+MAX_VALID_MANIFESTS = 4096  # about ten stacks of objects, each checked for five minors
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,24 @@ class SandboxState:
     def save_outputs(self, outputs: dict[str, object]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.outputs_file.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n")
+
+    @property
+    def valid_manifests_file(self) -> Path:
+        """Digests of the objects that passed the schema check (offline.validate's
+        `valid_digest`), so an `up` checks only what changed."""
+        return self.root / "valid-manifests.json"
+
+    def load_valid_manifests(self) -> set[str]:
+        if not self.valid_manifests_file.exists():
+            return set()
+        return set(json.loads(self.valid_manifests_file.read_text()))
+
+    def save_valid_manifests(self, digests: set[str]) -> None:
+        """Keep the digests; past MAX_VALID_MANIFESTS, only the newest stack's are worth
+        keeping, and which those are is not known here: start over."""
+        kept = sorted(digests) if len(digests) <= MAX_VALID_MANIFESTS else []
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.valid_manifests_file.write_text(json.dumps(kept) + "\n")
 
     @property
     def gpu_devices_file(self) -> Path:
