@@ -2,6 +2,7 @@
 exec, on real processes."""
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from slurm_stack.sandbox.exec_probes import NsenterExec, container_environment, nsenter_command
+from slurm_stack.sandbox.podman import pid_of_container
+from slurm_stack.spec.models import IMAGE_REVISION
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="nsenter into a process needs root")
 
@@ -136,3 +139,40 @@ def test_a_quick_exec_runs_only_as_an_unprivileged_main_user(ids: dict, quick: b
 
 def test_a_quick_exec_of_a_container_that_does_not_run_is_left_to_podman() -> None:
     assert NsenterExec(lambda name: None).run_as_main_user("c", ["true"], timeout=5) is None
+
+
+def test_a_pid_file_counts_only_while_its_process_is_in_the_container(
+    tmp_path: Path, process: subprocess.Popen[bytes]
+) -> None:
+    """The sandbox reads a container's main PID from the file podman wrote at its start, and
+    trusts it only while that process runs in the container's cgroup (`libpod-<id>`): a PID
+    of another process, or of none, sends it back to asking podman."""
+    pid_file = tmp_path / "pid"
+    assert pid_of_container(pid_file, "0" * 64) is None  # no file yet
+    pid_file.write_text("not a pid\n")
+    assert pid_of_container(pid_file, "0" * 64) is None
+    pid_file.write_text(f"{process.pid}\n")
+    assert pid_of_container(pid_file, "0" * 64) is None  # runs, but in no such container
+    assert pid_of_container(pid_file, "") is None
+
+
+def test_the_pid_file_of_a_running_container_names_its_main_process(tmp_path: Path) -> None:
+    image = f"localhost/slurm-stack/base:26.05-{IMAGE_REVISION}"  # images/build.sh's first
+    if shutil.which("podman") is None or os.geteuid() != 0:
+        pytest.skip("needs podman as root")
+    if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
+        pytest.skip(f"{image} is not built here (images/build.sh)")
+    pid_file = tmp_path / "pid"
+    started = subprocess.run(
+        ["podman", "run", "--detach", "--rm", "--pidfile", str(pid_file),
+         "--entrypoint", "sleep", image, "60"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    container = started.stdout.strip()
+    try:
+        pid = pid_of_container(pid_file, container)
+        assert pid is not None and Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x0060\x00"
+        assert pid_of_container(pid_file, "0" * 64) is None
+    finally:
+        subprocess.run(["podman", "rm", "--force", "--time", "0", container], capture_output=True)
+    assert pid_of_container(pid_file, container) is None  # gone with its container

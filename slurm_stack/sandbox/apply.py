@@ -48,6 +48,7 @@ from slurm_stack.sandbox.podman import (
     gateway_of,
     interface_with_address,
     network_create_args,
+    pid_of_container,
     pin_bridge_address,
     pod_create_args,
 )
@@ -303,7 +304,8 @@ class Applier:
         self._states: dict[str, str] | None = None  # see _states_for
         self._started_since_states = False
         self._states_lock = threading.Lock()
-        self.exec_probes = NsenterExec(self.podman.main_pid)
+        self.exec_probes = NsenterExec(self._main_pid)
+        self._container_ids: dict[str, str] = {}  # of the containers this Applier started
         self._bridge: str | None = None  # the network's bridge interface, asked once
         self._network_ready = False  # ensure_network found or made it
 
@@ -382,6 +384,7 @@ class Applier:
             str(self.state.hosts_file),
             restart=restart,
             runtime_default_seccomp=str(write_runtime_default_profile(self.state.seccomp_file)),
+            pid_file="" if to_exit else str(self._pid_file(name)),
         )
         if to_exit:
             result = self.podman.run(["run", *args[1:]], check=False, timeout=INIT_TIMEOUT)
@@ -399,12 +402,25 @@ class Applier:
                 )
         else:
             try:
-                self.podman.run(["run", "--detach", *args[1:]])  # create and start, one call
+                # Create and start in one call, which prints the container's ID.
+                started = self.podman.run(["run", "--detach", *args[1:]])
+                self._container_ids[name] = started.stdout.strip()
             except PodmanError as error:
                 raise SandboxError(
                     f"{pod.name}: container {container.name} not started:\n{error}"
                 ) from error
         return name
+
+    def _pid_file(self, container: str) -> Path:
+        directory = self.state.root / "pids"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory / container
+
+    def _main_pid(self, container: str) -> int | None:
+        """A container's main PID: from the PID file of a container this Applier started
+        (no podman call), else asked of podman."""
+        pid = pid_of_container(self._pid_file(container), self._container_ids.get(container, ""))
+        return pid if pid is not None else self.podman.main_pid(container)
 
     def _wait_ready(self, pod: Pod, container: Container, name: str) -> None:
         probe = container.probe

@@ -86,6 +86,18 @@ def pin_bridge_address(interface: str, subnet: str) -> None:
     )
 
 
+def pid_of_container(pid_file: Path, container_id: str) -> int | None:
+    """The PID ``pid_file`` names, if that process still runs in the container of
+    ``container_id`` (its cgroup says so: a PID the kernel gave to another process since, or a
+    restarted container's old one, is not it); else None."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+    except (OSError, ValueError):
+        return None
+    return pid if container_id and f"libpod-{container_id}" in cgroups else None
+
+
 NET_ADDR_SET = "3"  # addr_assign_type of an address set by hand (include/uapi/linux/netdevice.h)
 
 
@@ -124,8 +136,10 @@ def container_create_args(
     *,
     restart: bool,
     runtime_default_seccomp: str = "",
+    pid_file: str = "",
 ) -> list[str]:
-    """`podman create` for one container, with the manifest's user, capabilities and mounts."""
+    """`podman create` for one container, with the manifest's user, capabilities and mounts;
+    ``pid_file`` receives its main process's host PID."""
     args = [
         "create",
         "--pod",
@@ -139,6 +153,8 @@ def container_create_args(
         "--label",
         f"{SANDBOX_LABEL}.role={container.role}",
     ]
+    if pid_file:
+        args += ["--pidfile", pid_file]
     if container.pre_stop:
         args += ["--label", f"{PRE_STOP_LABEL}={json.dumps(list(container.pre_stop))}"]
     if restart:  # the kubelet restarts containers of long-running pods
