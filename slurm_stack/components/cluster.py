@@ -29,7 +29,12 @@ from slurm_stack.k8s.site_files import site_files_config_map
 from slurm_stack.k8s.workers import pool_statefulset, pool_template_hash
 from slurm_stack.package.args import SlurmClusterArgs
 from slurm_stack.package.convert import spec_and_secrets
-from slurm_stack.render import content_hash, node_sshd_config_files, slurm_config_files
+from slurm_stack.render import (
+    content_hash,
+    node_sshd_config_files,
+    node_sshd_config_map,
+    slurm_config_files,
+)
 
 
 class SlurmCluster(pulumi.ComponentResource):
@@ -176,17 +181,13 @@ class SlurmCluster(pulumi.ComponentResource):
         )
         node_sshd: list[pulumi.Resource] = []
         if spec.node_sshd_pools:
-            # One sshd_config for every pool's nodes (k8s/workers.py mounts it by this name).
+            # One sshd_config for every pool's nodes, by the name k8s/workers.py mounts.
             files = node_sshd_config_files(spec)
-            digest = content_hash(files)
-            sshd_config = config_map(
-                spec, naming.node_sshd_config_map_name(spec.name, digest), "worker", files
-            )
             node_sshd.append(
                 register(
                     ConfigMap,
-                    by_content(f"{name}-node-sshd-config", digest),
-                    sshd_config,
+                    by_content(f"{name}-node-sshd-config", content_hash(files)),
+                    config_map(spec, node_sshd_config_map(spec), "worker", files),
                     child_options(self, previously=f"{name}-node-sshd-config"),
                 )
             )

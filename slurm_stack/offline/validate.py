@@ -151,15 +151,16 @@ def validate_manifests(
     problems = []
     for manifest in manifests:
         for version in minors:
-            digest = (
-                valid_digest(manifest, version, strict, unknown_kinds)
-                if known_valid is not None
-                else ""
-            )
-            if digest and digest in known_valid:  # type: ignore[operator]
+            if known_valid is None:
+                problems += validate_manifest(
+                    manifest, version, strict=strict, unknown_kinds=unknown_kinds
+                )
+                continue
+            digest = valid_digest(manifest, version, strict, unknown_kinds)
+            if digest in known_valid:
                 continue
             found = validate_manifest(manifest, version, strict=strict, unknown_kinds=unknown_kinds)
-            problems.extend(found)
-            if digest and not found:
-                known_valid.add(digest)  # type: ignore[union-attr]
+            problems += found
+            if not found:
+                known_valid.add(digest)
     return problems
