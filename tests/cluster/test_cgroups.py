@@ -1,7 +1,8 @@
 """Slurm's cgroup plugins (cgroups.enforce) and sshd on nodes (workerPools[].sshd), on real
 Slurm: a job gets only its CPUs and memory; a user with a job on a node ssh-es in from the
 login node and lands in that job; anyone else, and any node without a job of theirs, is
-refused; the job's end ends the session.
+refused; the job's end ends the session; turning sshd on for another pool of the running
+cluster replaces only that pool's pod and the login pod.
 
 The sandbox's host runs cgroup v1, so Slurm picks its cgroup/v1 plugin here; Kubernetes
 1.36 nodes run cgroup v2 (slurm_stack/sandbox/plan.py says what that leaves untested)."""
@@ -136,3 +137,36 @@ def test_the_jobs_end_ends_its_ssh_sessions(cg: Cluster, keys: dict[str, Path]) 
         session.kill()
     assert cg.wait_job(job) == "CANCELLED"
     assert sacct_state(cg, job).startswith("CANCELLED")
+
+
+def test_turning_sshd_on_for_another_pool_rolls_only_that_pool_and_keeps_running_jobs(
+    cg: Cluster, keys: dict[str, Path]
+) -> None:
+    """Day 2: `sshd: true` added to the pool without it. Only that pool's pod and the login
+    pod (whose ssh_config gains the pool) are replaced; a job running on the other pool runs
+    on, and its node still lets alice in; the newly enabled node does too, into her job
+    there. Each job's fate is read from sacct."""
+    running = running_job(cg, keys["alice"], "cg-debug-0")
+
+    def sshd_on_plain(cluster: dict) -> None:  # type: ignore[type-arg]
+        next(p for p in cluster["workerPools"] if p["name"] == "plain")["sshd"] = True
+
+    cg.edit_stack(sshd_on_plain)
+    report = cg.sandbox.up(build=False)
+    assert "cg-plain-0" in report.created and "cg-login-0" in report.created, report
+    assert not {"cg-debug-0", "cg-debug-1", "cg-controller-0"} & set(report.created), report
+    wait_for("cg-plain-0 idle", lambda: cg.node_states().get("cg-plain-0") == "idle", timeout=120)
+    assert cg.job_state(running) == "RUNNING"
+    plain = running_job(cg, keys["alice"], "cg-plain-0")
+    try:
+        for node, job in (("cg-debug-0", running), ("cg-plain-0", plain)):
+            out = cg.ok_as(
+                "alice", keys["alice"], f"{NODE_SSH} {node} 'hostname; cat /proc/self/cgroup'"
+            )
+            assert out.splitlines()[0] == node, out
+            assert f"/job_{job}/step_extern" in out, out
+    finally:
+        cg.ctl(f"scancel {running} {plain}")
+    for job in (running, plain):
+        assert cg.wait_job(job) == "CANCELLED"
+        assert sacct_state(cg, job).startswith("CANCELLED")
