@@ -86,22 +86,24 @@ initialise() {
     --skip-test-db --skip-name-resolve "${@:2}" >&2
 
   # A temporary server for the setup, unreachable over TCP (so healthcheck.sh --connect
-  # fails until the real server runs) on a socket of its own.
+  # fails until the real server runs) on a socket of its own. No TLS on that socket: without
+  # a certificate configured, MariaDB 11.4 and later generate one at each start (an RSA key,
+  # up to a second of CPU), which the real server still does.
   tmp=$(mktemp -d)
   "$@" --skip-networking --socket="$tmp/mysqld.sock" --pid-file="$tmp/mysqld.pid" \
-    --skip-slave-start --loose-innodb-buffer-pool-load-at-startup=0 &
+    --skip-slave-start --loose-innodb-buffer-pool-load-at-startup=0 --skip-ssl &
   pid=$!
   for ((i = 0; ; i++)); do
-    mariadb-admin --socket="$tmp/mysqld.sock" --user=root ping >/dev/null 2>&1 && break
+    mariadb-admin --socket="$tmp/mysqld.sock" --skip-ssl --user=root ping >/dev/null 2>&1 && break
     kill -0 "$pid" 2>/dev/null || die "the temporary server exited during startup"
-    ((i < 600)) || die "the temporary server did not start within 120 s"
-    sleep 0.2
+    ((i < 2400)) || die "the temporary server did not start within 120 s"
+    sleep 0.05
   done
 
   health_password=$(random_password)
   sql="SET SESSION sql_log_bin = 0;"
   # The other passwordless root accounts (127.0.0.1, ::1, the hostname) and any anonymous one.
-  sql+=$(mariadb --socket="$tmp/mysqld.sock" --user=root --batch --skip-column-names -e "
+  sql+=$(mariadb --socket="$tmp/mysqld.sock" --skip-ssl --user=root --batch --skip-column-names -e "
     SELECT CONCAT('DROP USER ', QUOTE(User), '@', QUOTE(Host), ';') FROM mysql.global_priv
     WHERE User = '' OR (User = 'root' AND Host <> 'localhost')")
   sql+="ALTER USER root@localhost IDENTIFIED BY $(sql_string "$root_password");"
@@ -123,7 +125,7 @@ initialise() {
     [ -z "$db" ] || sql+="GRANT ALL ON $(sql_name "$(sed 's/[_%]/\\&/g' <<<"$db")").* TO $(sql_string "$user")@'%';"
   fi
   # On stdin: passwords stay out of the process list.
-  mariadb --socket="$tmp/mysqld.sock" --user=root --batch <<<"$sql" || die "the setup SQL failed"
+  mariadb --socket="$tmp/mysqld.sock" --skip-ssl --user=root --batch <<<"$sql" || die "the setup SQL failed"
 
   (
     umask 077
