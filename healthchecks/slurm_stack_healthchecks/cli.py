@@ -48,8 +48,6 @@ from .checks.dcgm import job_diag_failure
 from .config import DEFAULT_CONFIG_PATH, ConfigError, load_config
 from .context import Context
 from .drain import Decision, Owner, drain_reason
-from .exporter import ExporterConfig, serve
-from .kube_api import KubeApi
 from .logline import format_line
 from .nccl import (
     NcclOutputError,
@@ -62,9 +60,7 @@ from .nccl import (
     verdict,
     with_dcgm,
 )
-from .nccl_submit import nccl_submit
 from .node_actions import decide_and_apply
-from .node_state import NodeStateConfig, run_forever
 from .result import CheckResult
 from .results_file import ResultsFileError, write_results
 from .runner import Runner, run_command
@@ -117,11 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list.insert(0, "run")
     args = _parser().parse_args(args_list)
     os.environ.setdefault("PATH", DEFAULT_PATH)
+    # The other commands' modules are imported when they run: slurmd waits for the quick
+    # checks before a starting node registers, so what they do not need is not loaded.
     if args.command == "nccl-verdict":
         return nccl_verdict(args, run_command, sys.stdout)
     if args.command == "nccl-submit":
+        from .nccl_submit import nccl_submit
+
         return nccl_submit(os.environ, run_command, sys.stderr, dry_run=args.dry_run)
     if args.command == "exporter":
+        from .exporter import ExporterConfig, serve
+
         try:
             config = ExporterConfig.from_environ(os.environ)
         except ValueError as exc:
@@ -135,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def node_state(environ: Mapping[str, str]) -> int:
     """The node-state controller's loop (returns only when its environment is unusable)."""
+    from .kube_api import KubeApi
+    from .node_state import NodeStateConfig, run_forever
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
