@@ -1,9 +1,17 @@
-"""What the sandbox keeps of a stack's Secrets between applies, as Pulumi state would."""
+"""What the sandbox keeps of a stack between applies: its Secrets, as Pulumi state would, and
+the last render, while nothing it follows from changes."""
 
 import base64
+import json
 from pathlib import Path
 
-from slurm_stack.sandbox.stack import cluster_name, keep_secrets
+import pytest
+
+from slurm_stack.sandbox import render_cache
+from slurm_stack.sandbox.stack import cluster_name, keep_secrets, render_for_sandbox
+from slurm_stack.sandbox.state import SandboxState
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def secret(name: str, component: str, value: str) -> dict:  # type: ignore[type-arg]
@@ -44,3 +52,62 @@ def test_the_cluster_name_follows_the_stack_file_as_it_is_edited(tmp_path: Path)
     assert cluster_name(stack_file, "slurm-stack") is None
     stack_file.unlink()
     assert cluster_name(stack_file, "slurm-stack") is None
+
+
+def config_map(documents: list[dict], part: str) -> dict:  # type: ignore[type-arg]
+    return next(d for d in documents if d["kind"] == "ConfigMap" and part in d["metadata"]["name"])
+
+
+def test_an_up_that_changes_nothing_takes_the_last_render_and_any_change_renders_again(
+    tmp_path: Path,
+) -> None:
+    state = SandboxState(tmp_path / "state")
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    first = render_for_sandbox(stack_file, "slurm-stack", state)
+    assert state.render_file.stat().st_mode & 0o777 == 0o600  # it holds Secret values
+
+    def rendered_anew() -> bool:
+        """Mark the kept render, then render: only a render that takes the kept one (and runs
+        no program) has the mark."""
+        kept = json.loads(state.render_file.read_text())
+        config_map(kept["manifests"], "-slurm-config-")["data"]["marked"] = "kept"
+        state.render_file.write_text(json.dumps(kept))
+        stack = render_for_sandbox(stack_file, "slurm-stack", state)
+        return "marked" not in config_map(stack.manifests, "-slurm-config-")["data"]
+
+    assert not rendered_anew()
+    assert render_for_sandbox(stack_file, "slurm-stack", state).outputs == first.outputs
+    # What the objects follow from, changed one at a time: each runs the program again.
+    stack_file.write_text(stack_file.read_text().replace("name: dev", "name: devtwo"))
+    assert rendered_anew()
+    state.save_outputs({**first.outputs, "slurmVersion": "24.11"})
+    assert rendered_anew()
+    state.ssh_key.unlink()  # the sandbox user's key is part of the stack's users
+    state.ssh_key.with_suffix(".pub").unlink(missing_ok=True)
+    assert rendered_anew()
+    assert not rendered_anew()  # nothing changed since the last
+
+
+def test_the_program_digest_follows_every_file_of_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "package"
+    (package / "templates").mkdir(parents=True)
+    template = package / "templates" / "slurm.conf.j2"
+    template.write_text("ClusterName={{ name }}\n")
+    monkeypatch.setattr(render_cache, "PACKAGE_DIR", package)
+
+    def digest() -> str:
+        render_cache.program_digest.cache_clear()
+        return render_cache.program_digest()
+
+    before = digest()
+    assert digest() == before
+    template.write_text("ClusterName={{ name }}\nTreeWidth=16\n")
+    assert digest() != before
+    (package / "__pycache__").mkdir()
+    after = digest()
+    (package / "__pycache__" / "x.pyc").write_bytes(b"compiled")
+    assert digest() == after  # compiled files follow from the sources
+    render_cache.program_digest.cache_clear()

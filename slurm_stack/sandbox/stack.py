@@ -23,6 +23,7 @@ import yaml
 from slurm_stack.k8s.rest_api import KEY_GENERATION_ANNOTATION
 from slurm_stack.offline import manifests, validate_manifests
 from slurm_stack.offline.engine import run_program
+from slurm_stack.sandbox.render_cache import load_render, render_key, save_render
 from slurm_stack.sandbox.state import SandboxState
 from slurm_stack.spec import (
     DB_PASSWORD_CONFIG_KEY,
@@ -89,7 +90,8 @@ def with_sandbox_user(cluster: dict[str, Any], public_key: str) -> dict[str, Any
 
 
 def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> SandboxStack:
-    """Run the stack program offline with the sandbox user; keep Secret values across runs."""
+    """Run the stack program offline with the sandbox user (or take the last render, when
+    nothing it follows from changed: `render_cache`); keep Secret values across runs."""
     from slurm_stack.program import run
 
     stack = load_stack_config(stack_file, project)
@@ -108,21 +110,34 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
         registry_auth_provided=given(REGISTRY_AUTH_CONFIG_KEY),
     )
     config = {**stack.config, key: json.dumps(cluster)}
-    result = run_program(
-        run,
+    previous_outputs = state.load_outputs()
+    kept_under = render_key(
         project=project,
         stack=stack.stack,
         config=config,
         secret_keys=stack.secret_keys,
-        previous_outputs=state.load_outputs(),
+        previous_outputs=previous_outputs,
     )
-    documents = manifests(result.resources)
-    known_valid = state.load_valid_manifests()
-    problems = validate_manifests(documents, unknown_kinds="skip", known_valid=known_valid)
-    state.save_valid_manifests(known_valid)
-    if problems:
-        raise SandboxStackError("rendered objects fail the schema:\n  " + "\n  ".join(problems))
-    return SandboxStack(spec, keep_secrets(documents, state.secrets_file), dict(result.outputs))
+    kept = load_render(state.render_file, kept_under)
+    if kept is not None:
+        documents, outputs = kept
+    else:
+        result = run_program(
+            run,
+            project=project,
+            stack=stack.stack,
+            config=config,
+            secret_keys=stack.secret_keys,
+            previous_outputs=previous_outputs,
+        )
+        documents, outputs = manifests(result.resources), dict(result.outputs)
+        known_valid = state.load_valid_manifests()
+        problems = validate_manifests(documents, unknown_kinds="skip", known_valid=known_valid)
+        state.save_valid_manifests(known_valid)
+        if problems:
+            raise SandboxStackError("rendered objects fail the schema:\n  " + "\n  ".join(problems))
+        save_render(state.render_file, kept_under, documents, outputs)
+    return SandboxStack(spec, keep_secrets(documents, state.secrets_file), outputs)
 
 
 # Secrets rendered from the stack config (and its secret values) rather than generated:

@@ -84,6 +84,12 @@ class SandboxState:
         self.outputs_file.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n")
 
     @property
+    def render_file(self) -> Path:
+        """The last render of the stack and the digest of what it followed from
+        (`render_cache`)."""
+        return self.root / "render.json"
+
+    @property
     def valid_manifests_file(self) -> Path:
         """Digests of the objects that passed the schema check (offline.validate's
         `valid_digest`), so an `up` checks only what changed."""
