@@ -1,5 +1,6 @@
 """Commands through nsenter (slurm_stack/sandbox/exec_probes.py): exec probes and the quick
-exec, on real processes."""
+exec, on real processes; and what the sandbox asks podman for, and what it takes from
+elsewhere (PID files, the images asked for while an `up` renders)."""
 
 import os
 import shutil
@@ -10,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from slurm_stack.sandbox.apply import Applier
 from slurm_stack.sandbox.exec_probes import NsenterExec, container_environment, nsenter_command
-from slurm_stack.sandbox.podman import pid_of_container
+from slurm_stack.sandbox.plan import Container, Plan, Pod
+from slurm_stack.sandbox.podman import Podman, pid_of_container
+from slurm_stack.sandbox.state import SandboxState
 from slurm_stack.spec.models import IMAGE_REVISION
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="nsenter into a process needs root")
@@ -176,3 +180,69 @@ def test_the_pid_file_of_a_running_container_names_its_main_process(tmp_path: Pa
     finally:
         subprocess.run(["podman", "rm", "--force", "--time", "0", container], capture_output=True)
     assert pid_of_container(pid_file, container) is None  # gone with its container
+
+
+class CountingPodman(Podman):
+    """The real podman, each call counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+
+    def run(self, args, **kwargs):  # type: ignore[no-untyped-def]
+        self.calls.append(list(args))
+        return super().run(args, **kwargs)
+
+
+def test_a_tracked_container_is_seen_running_without_asking_podman(tmp_path: Path) -> None:
+    """The stand-in API and Prometheus are started with a PID file: an `up` sees them running
+    from /proc alone; once their process is gone, podman is asked."""
+    image = f"localhost/slurm-stack/base:26.05-{IMAGE_REVISION}"
+    if shutil.which("podman") is None or os.geteuid() != 0:
+        pytest.skip("needs podman as root")
+    if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
+        pytest.skip(f"{image} is not built here (images/build.sh)")
+    podman, pid_file, name = CountingPodman(), tmp_path / "pids" / "tracked", "tracked-sleeper"
+    subprocess.run(["podman", "rm", "--force", "--time", "0", name], capture_output=True)
+    try:
+        podman.run_tracked(["--name", name, "--entrypoint", "sleep", image, "60"], pid_file)
+        podman.calls.clear()
+        assert podman.runs(name, pid_file) and podman.calls == []
+        pid_file.write_text(f"{os.getpid()}\n")  # a process, but not the container's
+        assert podman.runs(name, pid_file) and podman.calls[0][:2] == ["container", "inspect"]
+        subprocess.run(["podman", "stop", "--time", "0", name], capture_output=True, check=True)
+        assert not podman.runs(name, pid_file)
+    finally:
+        subprocess.run(["podman", "rm", "--force", "--time", "0", name], capture_output=True)
+
+
+def test_an_up_asks_for_its_images_while_it_renders_and_only_once(tmp_path: Path) -> None:
+    """`up` starts asking podman for the IDs of the last apply's images before it renders;
+    the apply takes that answer when its plan has the same images, and asks anew otherwise."""
+    image = f"localhost/slurm-stack/base:26.05-{IMAGE_REVISION}"
+    if shutil.which("podman") is None or os.geteuid() != 0:
+        pytest.skip("needs podman as root")
+    if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
+        pytest.skip(f"{image} is not built here (images/build.sh)")
+    state, podman = SandboxState(tmp_path), CountingPodman()
+    applier = Applier("prefetch", state, podman, lambda message: None)
+    pod = Pod("p-0", "10.0.0.2", "login", 0, False, (Container("c", image, "main"),))
+    plan = Plan("10.0.0.0/24", (pod,), {})
+
+    applier._cache_image_ids(plan)  # no prefetch: asked, and the images recorded
+    [asked] = podman.calls
+    assert asked[:2] == ["image", "inspect"] and state.load_plan_images() == [image]
+    image_id = applier._image_ids(pod)
+    assert len(image_id) == 1 and len(image_id[0]) == 64
+
+    podman.calls.clear()
+    applier.prefetch_image_ids(state.load_plan_images())
+    applier._image_id_cache.clear()
+    applier._cache_image_ids(plan)
+    assert len(podman.calls) == 1 and applier._image_ids(pod) == image_id  # the prefetch's
+
+    podman.calls.clear()
+    applier.prefetch_image_ids(["localhost/slurm-stack/none:0"])  # another plan's images
+    applier._image_id_cache.clear()
+    applier._cache_image_ids(plan)
+    assert len(podman.calls) == 2 and applier._image_ids(pod) == image_id  # asked anew

@@ -11,7 +11,7 @@ import yaml
 
 from slurm_stack import cli
 from slurm_stack.sandbox import session
-from slurm_stack.sandbox.apply import SandboxError
+from slurm_stack.sandbox.apply import SandboxError, finished_job_pods
 from slurm_stack.sandbox.plan import Container, Plan, Pod
 from slurm_stack.sandbox.podman import Podman
 from slurm_stack.sandbox.session import (
@@ -358,6 +358,28 @@ def test_job_pods_complete_or_fail_by_their_main_containers_exit_code() -> None:
     assert kube_status([c("populate", "main", "exited", 2)]) == ("0/1", "Error")
     users = [c("munge", "sidecar", "running"), c("sync-users", "main", "exited")]
     assert kube_status(users) == ("1/2", "Completed")
+
+
+def listed_pod(name: str, job: bool, **states: str) -> dict[str, object]:
+    """A pod as `podman pod ps --format json` lists it, infra container included."""
+    return {
+        "Name": name,
+        "Labels": {"slurm-stack.io/job": "true"} if job else {},
+        "Containers": [
+            {"Names": f"{name[:8]}-infra", "Status": "running"},
+            *({"Names": f"{name}--{c}", "Status": state} for c, state in states.items()),
+        ],
+    }
+
+
+def test_a_job_pod_is_finished_once_none_of_its_containers_runs() -> None:
+    pods = [
+        listed_pod("c-users-1", True, munge="exited", sync="exited"),
+        listed_pod("c-users-2", True, munge="running", sync="exited"),  # its sidecar not yet
+        listed_pod("c-users-3", True, munge="running", sync="running"),
+        listed_pod("c-login-0", False, munge="exited", sshd="exited"),  # no Job's pod
+    ]
+    assert finished_job_pods(pods) == {"c-users-1"}
 
 
 def test_pods_still_starting_show_their_init_progress_or_pending() -> None:

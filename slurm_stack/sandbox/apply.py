@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -38,6 +39,7 @@ from slurm_stack.sandbox.podman import (
     COMPONENT_LABEL,
     FINGERPRINT_LABEL,
     GRACE_LABEL,
+    JOB_LABEL,
     PRE_STOP_LABEL,
     SANDBOX_LABEL,
     Podman,
@@ -59,6 +61,9 @@ from slurm_stack.sandbox.state import SandboxState
 Log = Callable[[str], None]
 INIT_TIMEOUT = 900  # populate-jail copies a whole root filesystem before workers may start
 PROBE_POLL = 0.2
+# An exec probe is asked again after 25 ms, then ever less often up to PROBE_POLL: most
+# sidecars (munged) are ready within a tenth of a second, which a fixed 0.2 s would round up.
+EXEC_PROBE_FIRST_POLL = 0.025
 # A TCP probe is a connect from here, no process: asked more often, so a ready pod (and the
 # next container, pod or phase after it) is seen sooner.
 TCP_PROBE_POLL = 0.05
@@ -291,6 +296,19 @@ def _states_of(pods: list[dict[str, object]]) -> dict[str, str]:
     }
 
 
+def finished_job_pods(pods: list[dict[str, object]]) -> set[str]:
+    """The listed pods of Jobs none of whose containers runs."""
+    return {
+        str(p["Name"])
+        for p in pods
+        if (p.get("Labels") or {}).get(JOB_LABEL) == "true"  # type: ignore[union-attr]
+        and not any(
+            str(c.get("Names", "")).startswith(f"{p['Name']}--") and c.get("Status") == "running"
+            for c in p.get("Containers") or []  # type: ignore[union-attr]
+        )
+    }
+
+
 class Applier:
     """Applies plans of one sandbox."""
 
@@ -300,7 +318,9 @@ class Applier:
         self.podman = podman
         self.log = log
         self._image_id_cache: dict[str, str] = {}
-        self._cleanups: list[threading.Thread] = []  # finished Jobs' pods being removed
+        self._prefetch: Future[dict[str, str]] | None = None  # see prefetch_image_ids
+        self._prefetched: list[str] = []
+        self._cleanups: list[threading.Thread] = []  # finished Jobs' sidecars being stopped
         self._states: dict[str, str] | None = None  # see _states_for
         self._started_since_states = False
         self._states_lock = threading.Lock()
@@ -308,16 +328,28 @@ class Applier:
         self._container_ids: dict[str, str] = {}  # of the containers this Applier started
         self._bridge: str | None = None  # the network's bridge interface, asked once
         self._network_ready = False  # ensure_network found or made it
+        self._listed: list[dict[str, object]] | None = None  # see seed
+        self._finished_jobs: set[str] = set()  # listed by running_pods
+
+    def seed(self, pods: list[dict[str, object]]) -> None:
+        """Take ``pods``, this sandbox's pods as podman listed them when the `up` began, as
+        the first `running_pods`; a pod on the sandbox's network shows that it exists."""
+        self._listed = pods
+        if any(network_name(self.sandbox) in (p.get("Networks") or ()) for p in pods):  # type: ignore[operator]
+            self._network_ready = True
 
     # -- pods ---------------------------------------------------------------------------------
 
     def running_pods(self) -> dict[str, str]:
         """Pods of this sandbox that exist now, with their fingerprints. The listing also
         gives their containers' states, kept for `_states_for` until a pod starts or stops."""
-        pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
+        pods, self._listed = self._listed, None
+        if pods is None:
+            pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
         with self._states_lock:
             self._states = _states_of(pods)
             self._started_since_states = False
+        self._finished_jobs = finished_job_pods(pods)
         return {
             str(p["Name"]): str((p.get("Labels") or {}).get(FINGERPRINT_LABEL, ""))  # type: ignore[union-attr]
             for p in pods
@@ -374,9 +406,12 @@ class Applier:
                     return str(name)
         return None
 
-    def _start_container(self, pod: Pod, container: Container, *, to_exit: bool = False) -> str:
+    def _start_container(
+        self, pod: Pod, container: Container, *, to_exit: bool = False
+    ) -> tuple[str, str]:
         """Start one of the pod's containers; with ``to_exit``, wait until it has exited
-        (in the same podman call) and raise unless it exited 0."""
+        (in the same podman call) and raise unless it exited 0. Returns its name and, run to
+        its exit, what it printed (stdout, then stderr)."""
         name = container_name(pod, container)
         env_file = _write_env(pod, container, self.state)
         for mount in container.mounts:
@@ -406,6 +441,7 @@ class Applier:
                         else f"not created:\n{result.stderr.strip()}"
                     )
                 )
+            return name, result.stdout + result.stderr
         else:
             try:
                 # Create and start in one call, which prints the container's ID.
@@ -415,7 +451,7 @@ class Applier:
                 raise SandboxError(
                     f"{pod.name}: container {container.name} not started:\n{error}"
                 ) from error
-        return name
+        return name, ""
 
     def _pid_file(self, container: str) -> Path:
         directory = self.state.root / "pids"
@@ -434,6 +470,7 @@ class Applier:
             return
         deadline = time.monotonic() + max(probe.period * probe.failures, 30)
         next_restart_check = time.monotonic() + RESTART_CHECK_PERIOD
+        poll = TCP_PROBE_POLL if probe.port is not None else EXEC_PROBE_FIRST_POLL
         while time.monotonic() < deadline:
             if self._probe_passes(pod, container, name, probe):
                 return
@@ -449,7 +486,8 @@ class Applier:
                         f"{pod.name}: container {container.name} keeps exiting "
                         f"({restarts} restarts):\n" + self.podman.logs(name)
                     )
-            time.sleep(TCP_PROBE_POLL if probe.port is not None else PROBE_POLL)
+            time.sleep(poll)
+            poll = poll if probe.port is not None else min(poll * 2, PROBE_POLL)
         raise SandboxError(
             f"{pod.name}: container {container.name} not ready after "
             f"{max(probe.period * probe.failures, 30):g}s:\n" + self.podman.logs(name)
@@ -476,9 +514,13 @@ class Applier:
         )
         for index, container in enumerate(pod.containers):
             runs_to_exit = container.role == "init" or (pod.job and container.role == "main")
-            name = self._start_container(pod, container, to_exit=runs_to_exit)
+            name, printed = self._start_container(pod, container, to_exit=runs_to_exit)
             if index == 0:  # the pod is on the network now, so its bridge exists
                 self._pin_bridge_address(plan)
+            if pod.job and container.role == "main":
+                log = job_log(self.state, pod.name, container.name)
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text(printed)
             if not runs_to_exit:
                 self._wait_ready(pod, container, name)
 
@@ -527,9 +569,13 @@ class Applier:
         running = self.running_pods()
         planned = {pod.name for pod in plan.pods}
         self.state.forget_jobs_except({pod.name for pod in plan.pods if pod.job})
-        removed = []
+        finished = sorted(self._finished_jobs & (set(running) - planned))
+        self.remove_finished_jobs(*finished)  # deleting a Job deletes its pod
+        removed = list(finished)
         # A StatefulSet scales down from its highest ordinal.
-        for name in sorted(set(running) - planned, key=_ordinal_order, reverse=True):
+        for name in sorted(
+            set(running) - planned - set(finished), key=_ordinal_order, reverse=True
+        ):
             self.log(f"{name}: no longer planned; stopping it")
             self.remove_pod(name)
             removed.append(name)
@@ -671,16 +717,6 @@ class Applier:
             done.append(pod.name)
         return done, ""
 
-    def _keep_job_logs(self, pod: Pod) -> None:
-        """Save what a finished Job's containers printed before its pod goes."""
-        for container in pod.containers:
-            if container.role == "init":
-                continue
-            printed = self.podman.run(["logs", container_name(pod, container)], check=False)
-            job_log(self.state, pod.name, container.name).write_text(
-                printed.stdout + printed.stderr
-            )
-
     def run_cron_job(self, plan: Plan, name: str) -> None:
         """Run a CronJob's pod once now, as `kubectl create job --from=cronjob/NAME` would."""
         pod = next((p for p in plan.pods if p.name == name and p.schedule is not None), None)
@@ -705,20 +741,40 @@ class Applier:
             raise SandboxError("\n\n".join(str(e) for e in errors))
 
     def _run_pod(self, plan: Plan, pod: Pod, print_: str) -> None:
-        """Start a pod; a Job's, once its containers have finished, is recorded as done, its
-        logs kept and the pod removed."""
+        """Start a pod; a Job's, once its main containers have finished (what they printed
+        is kept, `job_log`), is recorded as done and its sidecars stopped."""
         self.start_pod(plan, pod, print_)
         if pod.job:
             self.state.job_done(pod.name).parent.mkdir(parents=True, exist_ok=True)
             self.state.job_done(pod.name).touch()
-            # The Job is complete, so what waits for it may start; its pod goes meanwhile.
-            cleanup = threading.Thread(target=self._remove_finished_job, args=(pod,))
+            self._stop_sidecars(pod)
+
+    def _stop_sidecars(self, pod: Pod) -> None:
+        """SIGTERM to a finished pod's sidecars, as the kubelet sends it; the pod stays, as a
+        Job's pod stays on Kubernetes, until the Job leaves the stack (`remove_finished_jobs`).
+        Through podman only where this Applier does not know a sidecar's process."""
+        unknown = []
+        for container in pod.containers:
+            if container.role != "sidecar":
+                continue
+            name = container_name(pod, container)
+            pid = pid_of_container(self._pid_file(name), self._container_ids.get(name, ""))
+            if pid is None:
+                unknown.append(name)
+            else:
+                os.kill(pid, signal.SIGTERM)
+        if unknown:
+            stop = ["stop", "--time", str(pod.grace_seconds), *unknown]
+            cleanup = threading.Thread(
+                target=self.podman.run, args=(stop,), kwargs={"check": False}
+            )
             cleanup.start()
             self._cleanups.append(cleanup)
 
-    def _remove_finished_job(self, pod: Pod) -> None:
-        self._keep_job_logs(pod)
-        self.podman.run(["pod", "rm", "--force", pod.name], check=False)
+    def remove_finished_jobs(self, *pod_names: str) -> None:
+        """Remove pods of finished Jobs at once: nothing runs in them to stop gracefully."""
+        if pod_names:
+            self.kill_pods(*pod_names)
 
     def _image_ids(self, pod: Pod) -> tuple[str, ...]:
         """The IDs of the pod's images that exist (each asked of podman once per apply)."""
@@ -732,14 +788,34 @@ class Applier:
             ids.append(self._image_id_cache[image])
         return tuple(i for i in ids if i)
 
-    def _cache_image_ids(self, plan: Plan) -> None:
-        """The ID of every image of the plan, in one podman call when they all exist (else
-        `_image_ids` asks for each)."""
-        images = sorted({c.image for pod in plan.pods for c in pod.containers})
+    def prefetch_image_ids(self, images: list[str]) -> None:
+        """Start asking podman for the IDs of ``images`` (the last apply's, while this one's
+        plan is rendered); `apply` takes the answer if its plan has the same images."""
+        self._prefetched = sorted(images)
+        asker = ThreadPoolExecutor(max_workers=1)
+        self._prefetch = asker.submit(self._inspect_images, self._prefetched)
+        asker.shutdown(wait=False)
+
+    def _inspect_images(self, images: list[str]) -> dict[str, str]:
+        """Each image's ID, in one podman call; empty unless they all exist."""
+        if not images:
+            return {}
         out = self.podman.run(["image", "inspect", "--format", "{{.Id}}", *images], check=False)
         ids = out.stdout.split()
         if out.returncode == 0 and len(ids) == len(images):
-            self._image_id_cache.update(zip(images, ids, strict=True))
+            return dict(zip(images, ids, strict=True))
+        return {}
+
+    def _cache_image_ids(self, plan: Plan) -> None:
+        """The ID of every image of the plan, in one podman call when they all exist (else
+        `_image_ids` asks for each); the images are recorded for the next `up`'s prefetch."""
+        images = sorted({c.image for pod in plan.pods for c in pod.containers})
+        prefetch, self._prefetch = self._prefetch, None
+        if prefetch is not None and self._prefetched == images:
+            self._image_id_cache.update(prefetch.result())
+        else:
+            self._image_id_cache.update(self._inspect_images(images))
+        self.state.save_plan_images(images)
 
     def _states_for(self, pods: list[Pod], running: dict[str, str]) -> dict[str, str]:
         """Container states for judging ``pods``' health: taken once per apply, and again
@@ -790,8 +866,11 @@ class Applier:
         }
         names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)
         if graceful:
+            finished = finished_job_pods(pods)
+            self.remove_finished_jobs(*sorted(finished))
             for name in names:
-                self.remove_pod(name)
+                if name not in finished:
+                    self.remove_pod(name)
         elif names:
             self.kill_pods(*names)
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)

@@ -80,6 +80,7 @@ class SandboxKubeApi:
         self.name = f"{sandbox}-{CONTAINER_SUFFIX}"
         self.network, self.address = network, kube_api_address(subnet)
         self.dir = state_dir / "kube-api"
+        self.pid_file = state_dir / "pids" / self.name
         self.podman = podman
 
     def prepare(self, manifests: list[Manifest]) -> None:
@@ -161,23 +162,24 @@ class SandboxKubeApi:
         (self.dir / "server.key").chmod(0o644)  # read by the server's unprivileged user
 
     def running(self) -> bool:
-        return self.podman.running(self.name)
+        return self.podman.runs(self.name, self.pid_file)
 
     def start(self, image: str) -> None:
         """Start the server (python3 of ``image``) unless it runs."""
         if self.running():
             return
         self.podman.run(["rm", "--force", "--time", "0", self.name], check=False)
-        self.podman.run(
+        self.podman.run_tracked(
             [
-                "run", "--detach", "--name", self.name,
+                "--name", self.name,
                 "--network", self.network, "--ip", self.address,
                 "--user", "65534:65534",
                 "--volume", f"{self.dir}:/srv/state:ro",
                 "--volume", f"{SERVER_SCRIPT}:/srv/kube_api_server.py:ro",
                 "--entrypoint", "python3", image,
                 "/srv/kube_api_server.py", "/srv/state", str(PORT),
-            ]
+            ],
+            self.pid_file,
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while not self._listening():

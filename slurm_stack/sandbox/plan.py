@@ -46,9 +46,12 @@ Everything Kubernetes does that podman does not is translated here, in one place
   lowest port's, which changes as pods come and go and left pods sending to the host (the
   container tests' registries) at a MAC nobody had, for up to a minute;
 - a Job runs once per name while the stack has it; one that leaves the stack and comes back
-  runs again (Pulumi deletes the old Job object and creates it anew); what stays different:
-  a finished Job's pod is removed at once (Kubernetes keeps it with the Job), its containers'
-  logs kept as `jobs/<job>--<container>.log` in the sandbox state (`kubectl logs job/<job>`);
+  runs again (Pulumi deletes the old Job object and creates it anew); a finished Job's pod
+  stays, its sidecars sent SIGTERM as the kubelet sends it, until the Job leaves the stack
+  or `sandbox down` (then it goes at once: nothing runs in it); what its main containers
+  printed is also kept as `jobs/<job>--<container>.log` in the sandbox state (`kubectl logs
+  job/<job>`), and stays after the pod has gone; what stays different: the pod's infra
+  container keeps running (the kubelet stops a finished pod's sandbox);
 - a pod that leaves runs its main container's preStop hook, then gets SIGTERM and SIGKILL once
   its `terminationGracePeriodSeconds` (hook included) is over, highest ordinal first; what
   stays different: the sandbox stops removed pods one after another (a StatefulSet with

@@ -16,6 +16,7 @@ FINGERPRINT_LABEL = "slurm-stack.io/fingerprint"
 COMPONENT_LABEL = "slurm-stack.io/component"
 PRE_STOP_LABEL = "slurm-stack.io/pre-stop"
 GRACE_LABEL = "slurm-stack.io/termination-grace-seconds"
+JOB_LABEL = "slurm-stack.io/job"  # "true" on the pods of Jobs
 
 
 class PodmanError(RuntimeError):
@@ -98,6 +99,10 @@ def pid_of_container(pid_file: Path, container_id: str) -> int | None:
     return pid if container_id and f"libpod-{container_id}" in cgroups else None
 
 
+def _id_file(pid_file: Path) -> Path:
+    return pid_file.with_name(pid_file.name + ".id")
+
+
 NET_ADDR_SET = "3"  # addr_assign_type of an address set by hand (include/uapi/linux/netdevice.h)
 
 
@@ -125,6 +130,7 @@ def pod_create_args(pod: Pod, network: str, sandbox: str, fingerprint: str) -> l
         f"{FINGERPRINT_LABEL}={fingerprint}",
         "--label",
         f"{GRACE_LABEL}={pod.grace_seconds}",
+        *(["--label", f"{JOB_LABEL}=true"] if pod.job else []),
     ]
 
 
@@ -241,6 +247,24 @@ class Podman:
             ["container", "inspect", "--format", "{{.State.Running}}", container], check=False
         )
         return result.returncode == 0 and result.stdout.strip() == "true"
+
+    def run_tracked(self, args: Sequence[str], pid_file: Path) -> str:
+        """`podman run --detach` with ``args`` (what follows `run`), the container's main PID
+        written to ``pid_file`` and its ID beside it, for `runs`; returns the ID."""
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        started = self.run(["run", "--detach", "--pidfile", str(pid_file), *args])
+        container_id = started.stdout.strip()
+        _id_file(pid_file).write_text(container_id)
+        return container_id
+
+    def runs(self, container: str, pid_file: Path) -> bool:
+        """Whether a container `run_tracked` started still runs: without a podman call while
+        its main process does (`pid_of_container`), else asked of podman."""
+        try:
+            container_id = _id_file(pid_file).read_text().strip()
+        except OSError:
+            container_id = ""
+        return pid_of_container(pid_file, container_id) is not None or self.running(container)
 
     def main_pid(self, container: str) -> int | None:
         """The host PID of a container's main process; None while it does not run."""

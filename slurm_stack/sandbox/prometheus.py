@@ -178,6 +178,7 @@ class SandboxPrometheus:
         self.name = f"{sandbox}-{CONTAINER_SUFFIX}"
         self.network, self.address = network, prometheus_address(subnet)
         self.config_dir = state_dir / "prometheus"
+        self.pid_file = state_dir / "pids" / self.name
         self.podman = podman
 
     @property
@@ -205,7 +206,7 @@ class SandboxPrometheus:
         return changed
 
     def running(self) -> bool:
-        return self.podman.running(self.name)
+        return self.podman.runs(self.name, self.pid_file)
 
     def start(self, image: str) -> None:
         """Start it, or have a running one reread its configuration."""
@@ -213,9 +214,9 @@ class SandboxPrometheus:
             self.post("/-/reload")
             return
         self.podman.run(["rm", "--force", self.name], check=False)
-        self.podman.run(
+        self.podman.run_tracked(
             [
-                "run", "--detach", "--name", self.name,
+                "--name", self.name,
                 "--network", self.network, "--ip", self.address,
                 "--volume", f"{self.config_dir}:/etc/prometheus:ro",
                 "--entrypoint", "prometheus", image,
@@ -223,7 +224,8 @@ class SandboxPrometheus:
                 "--storage.tsdb.path=/tmp/prometheus",
                 f"--web.listen-address=:{PORT}",
                 "--web.enable-lifecycle",
-            ]
+            ],
+            self.pid_file,
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while True:

@@ -380,6 +380,8 @@ class Sandbox:
         self._quick_exec = NsenterExec(self.podman.main_pid)
         self._outputs: dict[str, object] = {}
         self._manifests: list[dict[str, Any]] = []
+        # This cluster's pods as the last collision check listed them (`Applier.seed`).
+        self._listed_pods: list[dict[str, object]] | None = None
 
     # -- building the plan --------------------------------------------------------------------
 
@@ -443,13 +445,12 @@ class Sandbox:
         clusters = {ours.cluster} | {
             r.cluster for r in records if r.state == ours.state or r.cluster == ours.cluster
         }
-        running = {
-            cluster: [
-                str(pod["Name"])
-                for pod in self.podman.labelled("pod", f"{SANDBOX_LABEL}={cluster}")
-            ]
+        listed = {
+            cluster: self.podman.labelled("pod", f"{SANDBOX_LABEL}={cluster}")
             for cluster in sorted(clusters)
         }
+        self._listed_pods = listed[ours.cluster]
+        running = {cluster: [str(pod["Name"]) for pod in pods] for cluster, pods in listed.items()}
         try:
             known = self.state.load_ips()
         except ValueError:
@@ -488,12 +489,20 @@ class Sandbox:
         """Set up podman, build images if their inputs changed, render, apply; idempotent."""
         if build:
             subprocess.run(["bash", str(ROOT / "scripts" / "setup-podman.sh")], check=True)
+        self._listed_pods = None
         self.claim("up")
-        if build and ensure_images(self.spec.slurm_version):
+        built = build and ensure_images(self.spec.slurm_version)
+        if built:
             self.log("images built")
+        applier = self.applier()
+        applier.prefetch_image_ids(self.state.load_plan_images())
         current = self.render()
         self._install_fake_gpu_tools()
-        applier = self.applier()
+        # The pods `claim` listed a moment ago are not asked for again (after an image build,
+        # which takes minutes, they are).
+        if self._listed_pods is not None and not built:
+            applier.seed(self._listed_pods)
+        self._listed_pods = None
         if wants_kube_api(self._manifests):
             # Up before the pods, as an API server is: the controller's first pass finds it.
             kube_api = self.kube_api()

@@ -108,6 +108,23 @@ class SandboxState:
         self.valid_manifests_file.write_text(json.dumps(kept) + "\n")
 
     @property
+    def plan_images_file(self) -> Path:
+        """The images the last apply's pods ran, asked for while the next `up` renders."""
+        return self.root / "images.json"
+
+    def load_plan_images(self) -> list[str]:
+        try:
+            images = json.loads(self.plan_images_file.read_text())
+        except (OSError, ValueError):
+            return []
+        return [str(i) for i in images] if isinstance(images, list) else []
+
+    def save_plan_images(self, images: list[str]) -> None:
+        if images != self.load_plan_images():
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.plan_images_file.write_text(json.dumps(images) + "\n")
+
+    @property
     def gpu_devices_file(self) -> Path:
         """The emulated NVIDIA device plugin's choice: JSON ``{pod: [device minors]}``. A GPU
         pod not listed gets minors 0 to its request minus 1 (see plan.py)."""

@@ -9,6 +9,7 @@ import yaml
 
 from slurm_stack.paths import ENTRYPOINT
 from slurm_stack.sandbox.apply import job_log
+from slurm_stack.sandbox.podman import SANDBOX_LABEL
 from tests.cluster.conftest import Cluster, wait_for
 
 
@@ -17,6 +18,12 @@ def edit_stack(cluster: Cluster, change) -> None:  # type: ignore[no-untyped-def
     document = yaml.safe_load(cluster.stack_file.read_text())
     change(document["config"]["slurm-stack:cluster"])
     cluster.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def sandbox_pods(cluster: Cluster) -> set[str]:
+    return {
+        str(p["Name"]) for p in cluster.sandbox.podman.labelled("pod", f"{SANDBOX_LABEL}=itest")
+    }
 
 
 def config_map_name(cluster: Cluster) -> str:
@@ -79,6 +86,7 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
     def limit_main(spec: dict) -> None:  # type: ignore[type-arg]
         spec["partitions"][0]["options"] = ["MaxNodes=2"]
 
+    [old_reconfigure] = [n for n in sandbox_pods(cluster) if n.startswith("itest-reconfigure-")]
     edit_stack(cluster, limit_main)
     report = cluster.sandbox.up(build=False)
     assert cluster.controller in report.created
@@ -97,6 +105,12 @@ def test_config_change_rolls_the_controller_not_the_workers(cluster: Cluster) ->
     log = job_log(cluster.sandbox.state, job, "reconfigure").read_text()
     assert f"slurmctld runs config {config_hash}" in log
     assert f"pushed config {config_hash}; every responding slurmd restarted on it" in log
+    # The finished Job's pod stays, its munge sidecar stopped, as on Kubernetes; the Job of the
+    # config before left the stack, and its pod went with it.
+    pods = sandbox_pods(cluster)
+    assert job in pods and old_reconfigure not in pods and old_reconfigure in report.removed
+    assert cluster.sandbox.podman.exists("container", f"{job}--munge")
+    wait_for("the sidecar stopped", lambda: not cluster.sandbox.podman.running(f"{job}--munge"))
     # Every daemon took the pushed config without dying: sackd and slurmd re-execute
     # themselves; sshd, slurmdbd, munged and MariaDB are not touched. Only the controller's
     # pod is new, and none of its containers has restarted either; and the metrics
