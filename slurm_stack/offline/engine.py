@@ -10,10 +10,12 @@ global settings, root stack and config never leak from one run into the next or 
 """
 
 import asyncio
+import contextlib
+import gc
 import json
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -267,6 +269,21 @@ def _qualified(key: str, project: str) -> str:
     return key if ":" in key else f"{project}:{key}"
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a program runs: the Pulumi SDK makes many
+    short-lived objects per resource, and the collector's passes over them took a third of a
+    render's time (0.46 s against 0.32 s, and from 0.34 to 0.66 s from run to run). Reference
+    counting still frees them; cycles wait for the next collection after the run."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def run_program(
     program: Callable[[], object],
     *,
@@ -322,7 +339,7 @@ def run_program(
         except BaseException as exc:
             failure.append(exc)
 
-    with _RUN_LOCK:
+    with _RUN_LOCK, _collector_paused():
         thread = threading.Thread(target=run, name="pulumi-offline-run")
         thread.start()
         thread.join()
