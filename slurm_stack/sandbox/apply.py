@@ -320,7 +320,6 @@ class Applier:
         self._image_id_cache: dict[str, str] = {}
         self._prefetch: Future[dict[str, str]] | None = None  # see prefetch_image_ids
         self._prefetched: list[str] = []
-        self._cleanups: list[threading.Thread] = []  # finished Jobs' sidecars being stopped
         self._states: dict[str, str] | None = None  # see _states_for
         self._started_since_states = False
         self._states_lock = threading.Lock()
@@ -584,12 +583,7 @@ class Applier:
         for pod in plan.pods:  # in phase order, so a group's dependencies are submitted first
             groups.setdefault(pod.component, []).append(pod)
         outcome = _Outcome()
-        try:
-            self._apply_groups(plan, groups, running, outcome)
-        finally:
-            for cleanup in self._cleanups:
-                cleanup.join()
-            self._cleanups.clear()
+        self._apply_groups(plan, groups, running, outcome)
         order = {pod.name: index for index, pod in enumerate(plan.pods)}
         return ApplyReport(
             *(
@@ -751,25 +745,12 @@ class Applier:
 
     def _stop_sidecars(self, pod: Pod) -> None:
         """SIGTERM to a finished pod's sidecars, as the kubelet sends it; the pod stays, as a
-        Job's pod stays on Kubernetes, until the Job leaves the stack (`remove_finished_jobs`).
-        Through podman only where this Applier does not know a sidecar's process."""
-        unknown = []
+        Job's pod stays on Kubernetes, until the Job leaves the stack (`remove_finished_jobs`)."""
         for container in pod.containers:
-            if container.role != "sidecar":
-                continue
-            name = container_name(pod, container)
-            pid = pid_of_container(self._pid_file(name), self._container_ids.get(name, ""))
-            if pid is None:
-                unknown.append(name)
-            else:
-                os.kill(pid, signal.SIGTERM)
-        if unknown:
-            stop = ["stop", "--time", str(pod.grace_seconds), *unknown]
-            cleanup = threading.Thread(
-                target=self.podman.run, args=(stop,), kwargs={"check": False}
-            )
-            cleanup.start()
-            self._cleanups.append(cleanup)
+            if container.role == "sidecar":
+                pid = self._main_pid(container_name(pod, container))
+                if pid is not None:
+                    os.kill(pid, signal.SIGTERM)
 
     def remove_finished_jobs(self, *pod_names: str) -> None:
         """Remove pods of finished Jobs at once: nothing runs in them to stop gracefully."""
