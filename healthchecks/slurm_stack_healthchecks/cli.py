@@ -139,6 +139,7 @@ def node_state(environ: Mapping[str, str]) -> int:
     """The node-state controller's loop (returns only when its environment is unusable)."""
     from .kube_api import KubeApi
     from .node_state import NodeStateConfig, run_forever
+    from .stopping import exit_on_sigterm
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -154,6 +155,7 @@ def node_state(environ: Mapping[str, str]) -> int:
             format_line("node-state", [("result", "error"), ("error", f"{exc.args[0]} is not set")])
         )
         return 2
+    exit_on_sigterm()
     run_forever(config, api, run_command, log)
     return 0
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import signal
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,6 +31,7 @@ from .drain import NCCL_PREFIX, PREFIX
 from .results_file import NodeResults, ResultsFileError, read_results
 from .runner import Runner
 from .sinfo import NO_VALUE, SinfoError, parse_gpu_gres, query
+from .stopping import exit_on_sigterm
 
 DEFAULT_PORT = 9341
 QUERY_TIMEOUT = 20.0
@@ -514,9 +513,7 @@ def serve(config: ExporterConfig, runner: Runner) -> int:
     not the exporter process's own (a registry of its own)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    # The container's first process: without a handler, SIGTERM would be ignored and the pod
-    # would wait out its grace period on every stop.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    exit_on_sigterm()
     registry = CollectorRegistry()
     registry.register(SlurmCollector(runner, config))  # type: ignore[arg-type]
     start_http_server(config.port, registry=registry)

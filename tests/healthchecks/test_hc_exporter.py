@@ -3,8 +3,6 @@ benchmark, one drained by an administrator, running and pending jobs, a GPU node
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -249,28 +247,3 @@ def test_the_command_serves_metrics_over_http(tmp_path) -> None:  # type: ignore
         timeout=30,
     )
     assert bad.returncode == 2 and "EXPORTER_PORT must be a port number" in bad.stderr
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="a pid namespace of its own needs root")
-def test_as_a_containers_first_process_it_stops_on_sigterm(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # PID 1 of a namespace gets no SIGTERM it has no handler for: the pod would hang for its
-    # whole grace period.
-    proc = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-m",
-         "slurm_stack_healthchecks", "exporter"],
-        cwd=HEALTHCHECKS_DIR,
-        env={"PATH": "/usr/bin:/bin", "EXPORTER_PORT": str(_free_port())},
-        stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None and "serving /metrics" in proc.stdout.readline()
-        child = int(
-            subprocess.run(
-                ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True, check=True
-            ).stdout.split()[0]
-        )
-        os.kill(child, signal.SIGTERM)
-        assert proc.wait(10) == 0
-    finally:
-        proc.kill()
