@@ -37,6 +37,16 @@ OPENAPI_VERSIONS = {
     "26.05": ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"),
 }
 
+# slurmrestd's lock-down calls unshare(CLONE_SYSVSEM) and unshare(CLONE_FILES) at start
+# (slurmrestd.c, _lock_down). Neither needs a privilege of the kernel, but the runtimes'
+# default seccomp profiles allow unshare(2) only with CAP_SYS_ADMIN (containerd's
+# contrib/seccomp/seccomp_default.go; CRI-O's since 1.29.9), so under RuntimeDefault the
+# daemon died with "Unable to unshare System V namespace". Both are turned off through the
+# documented setting (slurmrestd(8), SLURMRESTD_SECURITY). They give nothing in a pod:
+# the container's first process shares no semaphore-undo list and no file table with a
+# parent (the runtime forks and execs it), and the pod has an IPC namespace of its own.
+SLURMRESTD_SECURITY = "disable_unshare_sysv,disable_unshare_files"
+
 
 def openapi_versions(spec: ClusterSpec) -> tuple[str, ...]:
     """The `/slurm/<version>/` paths the cluster's slurmrestd serves."""
@@ -103,6 +113,7 @@ def rest_api_deployment(spec: ClusterSpec, config_map: str) -> Manifest:
                 f"data_parser/{v}" for v in openapi_versions(spec)
             ),
             SLURMRESTD_DEBUG="info",
+            SLURMRESTD_SECURITY=SLURMRESTD_SECURITY,
         ),
         "ports": [{"name": PORT_NAME, "containerPort": paths.SLURMRESTD_PORT}],
         "volumeMounts": [

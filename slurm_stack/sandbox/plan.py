@@ -107,9 +107,14 @@ Everything Kubernetes does that podman does not is translated here, in one place
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
   podman's network (on Kubernetes the network plugin enforces them);
 - seccomp follows the manifest: no profile is Unconfined (the kubelet's default without
-  --seccomp-default), `RuntimeDefault` is podman's default profile without pivot_root
-  (containerd's lacks it; `sandbox/seccomp.py`); what stays different: podman's and
-  containerd's default profiles differ in other calls too;
+  --seccomp-default), `RuntimeDefault` is podman's default profile with containerd's rules
+  laid over it (`sandbox/seccomp.py`): every call containerd allows only with a capability
+  (unshare, mount, setns, clone with namespace flags under CAP_SYS_ADMIN, and the rest of
+  its table) needs it here too, the calls containerd allows to no one (pivot_root, keyctl)
+  are refused, and a refused call answers EPERM; what stays different: socket(2)'s families
+  (containerd 1.7 and later refuse AF_VSOCK and AF_ALG), io_uring (refused from containerd
+  2.0), and ptrace and process_vm_readv allowed as containerd 1.7 allows them (1.6 gates
+  the latter behind CAP_SYS_PTRACE);
 - cgroups are this host's, which mounts the controllers as cgroup v1 (hybrid). A privileged
   container (`cgroups.enforce`) stays in the host's cgroup namespace, as containerd keeps a
   privileged container on cgroup v2 (containerd/cri#1415, after the cgroup v2 KEP), and
