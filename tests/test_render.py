@@ -742,8 +742,9 @@ def test_optional_sections_follow_the_spec():
     # Accounting only when enabled.
     assert "AccountingStorage" not in legacy
     assert "\nAccountingStorageType=accounting_storage/slurmdbd\n" in dev
-    # GPUs: GresTypes and GPU TRES only with GPU pools.
-    assert "GresTypes" not in dev and "AccountingStorageTRES" not in dev
+    # GPUs: GPU TRES only with GPU pools; the GRES type always, so that slurmd honours
+    # gres.conf's AutoDetect=off (test_drain.py boots a cluster without GPUs).
+    assert "\nGresTypes=gpu\n" in dev and "AccountingStorageTRES" not in dev
     assert "\nGresTypes=gpu\n" in prod and "\nAccountingStorageTRES=gres/gpu\n" in prod
     # Quick health checks only when enabled.
     assert "HealthCheck" not in legacy

@@ -151,7 +151,11 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                 ("EnforcePartLimits", "ALL"),
                 ("SelectType", "select/cons_tres"),
                 ("SelectTypeParameters", scheduler.select_type_parameters),
-                *([("GresTypes", "gpu")] if spec.gpu_pools else []),
+                # Also without GPU pools: slurmd reads gres.conf (its AutoDetect=off) before
+                # Slurm 26.05's GPU probe of a dynamic node only where a GRES type is named;
+                # else every CPU node probes each GPU library and logs "System GPU detection
+                # failed" at start (slurmd.c, _insert_gpu_conf; gres.c, gres_parse_conf).
+                ("GresTypes", "gpu"),
                 ("ProctrackType", "proctrack/cgroup" if enforce else "proctrack/linuxproc"),
                 ("TaskPlugin", "task/affinity,task/cgroup" if enforce else "task/affinity"),
                 (
