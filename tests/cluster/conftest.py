@@ -5,6 +5,7 @@ from `images/` and started from the rendered manifests. They need root and podma
 `scripts/test.sh` sets up; elsewhere they skip with the reason.
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -133,6 +134,19 @@ class Cluster:
                 when, count = out.rsplit("|", 1)
                 started[name] = (when, int(count))
         return started
+
+    @contextlib.contextmanager
+    def frozen(self, pod: str) -> Iterator[None]:
+        """Every process of ``pod``'s main container stopped (the cgroup freezer, as `podman
+        pause` uses it) while the block runs, then continued: a frozen node or a hung
+        storage mount, as a real cluster saw them. The pod's address still takes
+        connections; nothing answers them."""
+        container = self.sandbox.node_container(pod)
+        self.sandbox.podman.run(["pause", container])
+        try:
+            yield
+        finally:
+            self.sandbox.podman.run(["unpause", container])
 
     def all_idle(self, expected: int) -> bool:
         states = self.node_states()

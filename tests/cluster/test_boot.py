@@ -69,12 +69,14 @@ IDLE_STOP_SECONDS = 12
 
 def test_idle_pods_stop_within_seconds(cluster: Cluster) -> None:
     # The kubelet sends SIGTERM to each container and waits up to the grace period (30 s
-    # for a login pod): every daemon of an idle pod must end on it (sackd included, which
-    # as PID 1 ignored it), and an idle worker's preStop drain has nothing to wait for.
+    # for a login pod): every daemon of an idle pod must end on it (sackd and the node-state
+    # controller included, which as PID 1 ignored it, the controller also on a real node),
+    # and an idle worker's preStop drain has nothing to wait for.
     applier = cluster.sandbox.applier()
     took = {}
+    pods = [cluster.sandbox.pod_of(c) for c in ("login", "node-state", "exporter")]
     try:
-        for pod in (cluster.sandbox.pod_of("login"), "itest-cpu-1"):
+        for pod in (*pods, "itest-cpu-1"):
             started = time.monotonic()
             applier.remove_pod(pod)
             took[pod] = time.monotonic() - started

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from slurm_stack.k8s.workers import DRAIN_CLEANUP_SECONDS
+from slurm_stack.paths import ENTRYPOINT
 from slurm_stack.sandbox.apply import ApplyReport
 from tests.cluster.conftest import Cluster, running_stack, wait_for
+from tests.cluster.test_boot import error_lines
 
 STACK = Path(__file__).resolve().parent / "Pulumi.drain.yaml"
 REQUEUED_RUN_TIMEOUT = 300  # a requeue, Slurm's delay before the job may start, its new run
@@ -77,6 +80,24 @@ def gone(cluster: Cluster, node: str) -> bool:
     record = cluster.ctl(f"scontrol show node {node}")
     listed = node in cluster.ok(cluster.ctl("sinfo -N -h -o %N")).split()
     return not listed and (record.returncode != 0 or f"NodeName={node} " not in record.stdout)
+
+
+# A pool whose CPU limit is below the machine's cores (the hold and keep pools: 1 of 2): slurmd
+# registers the pod's CPUs (the pool's `CPUs=`) and says once at start that the machine has more.
+FEWER_CPUS_THAN_THE_MACHINE = "error: Node configuration differs from hardware: CPUs=1:"
+
+
+def test_the_workers_of_a_cluster_without_gpus_log_no_error_at_start(drain: Cluster) -> None:
+    """No pool of this stack has GPUs. On a real node every slurmd of such a cluster logged
+    `error: System GPU detection failed` (twice) at start: Slurm 26.05 probes a dynamic
+    node's GPUs unless gres.conf says AutoDetect=off, and slurmd reads gres.conf before
+    that probe only where slurm.conf names a GRES type."""
+    slurmds = {
+        name: [line for line in lines if FEWER_CPUS_THAN_THE_MACHINE not in line]
+        for name, lines in error_lines(drain).items()
+        if name.endswith("--slurmd")
+    }
+    assert not any(slurmds.values()), slurmds
 
 
 def test_a_job_that_ends_while_accounting_restarts_is_in_sacct(drain: Cluster) -> None:
@@ -152,6 +173,38 @@ def test_cancel_policy_cancels_with_a_reason_and_wait_policy_waits(drain: Cluste
     assert time.monotonic() - started >= 20
     for node in ("drain-hold-0", "drain-keep-0"):
         wait_for(f"{node} gone", lambda node=node: gone(drain, node), 30)
+
+
+HOLD_WAIT_SECONDS = 5  # the hold pool's drain.waitSeconds in Pulumi.drain.yaml
+
+
+def test_a_worker_whose_slurmctld_is_frozen_stops_within_its_wait_and_clean_up(
+    drain: Cluster,
+) -> None:
+    """On a real node a worker whose slurmctld was gone took about 7 minutes to stop with a
+    20 s wait: its preStop hook asked slurmctld up to 30 times, about 12 s each, before the
+    wait began. The pool's wait and the clean-up now bound the whole hook."""
+    if "drain-hold-0" not in drain.node_states():  # another test scaled the pool to zero
+        scale(drain, hold=1)
+        wait_for("drain-hold-0 idle", lambda: drain.node_states().get("drain-hold-0") == "idle")
+    job = submit(drain, f"-p hold --requeue --wrap '{FIRST_RUN_ONLY} sleep 300'")
+    wait_for("the job running", lambda: drain.job_state(job) == "RUNNING")
+    hook = [ENTRYPOINT, "drain-node"]  # the worker's preStop, as the kubelet runs it
+    with drain.frozen(drain.controller):
+        started = time.monotonic()
+        ran = drain.sandbox.exec("drain-hold-0", hook, timeout=600)
+        took = time.monotonic() - started
+    assert took <= HOLD_WAIT_SECONDS + DRAIN_CLEANUP_SECONDS + 3, (took, ran.stderr)
+    assert "slurmctld did not answer for the node's update mark" in ran.stderr, ran.stderr
+    print(f"preStop with slurmctld frozen: {took:.1f} s")
+    # slurmctld is back: the pod's stop now drains the node and ends the job as the pool's
+    # policy (cancel) says, and its StatefulSet brings it back clean.
+    report = drain.sandbox.delete_pod("drain-hold-0")
+    assert report.created == ("drain-hold-0",)
+    state, _, node, comment = final(drain, job).split("|")
+    assert state.startswith("CANCELLED") and node == "drain-hold-0"
+    assert comment.startswith("slurm-stack: cancelled (drain policy cancel): node drain-hold-0")
+    wait_for("drain-hold-0 idle", lambda: drain.node_states().get("drain-hold-0") == "idle", 60)
 
 
 def test_an_evicted_worker_drains_comes_back_clean_and_its_job_runs_again(
