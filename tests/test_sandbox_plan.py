@@ -238,22 +238,34 @@ def test_seccomp_is_unconfined_unless_the_manifest_asks_for_the_runtime_default(
         container_create_args(login, by_name["sshd"], "/env", "/hosts", restart=True)
 
 
-def test_the_runtime_default_profile_lacks_pivot_root_as_containerds_does(tmp_path: Path) -> None:
+def test_the_runtime_default_profile_gates_and_refuses_as_containerds_does(
+    tmp_path: Path,
+) -> None:
     source = tmp_path / "podman.json"
     source.write_text(
         json.dumps(
             {
                 "defaultAction": "SCMP_ACT_ERRNO",
+                "defaultErrnoRet": 38,
                 "syscalls": [
-                    {"names": ["mount", "pivot_root"], "action": "SCMP_ACT_ALLOW"},
+                    {"names": ["read", "mount", "pivot_root"], "action": "SCMP_ACT_ALLOW"},
                     {"names": ["pivot_root"], "action": "SCMP_ACT_ALLOW"},
                 ],
             }
         )
     )
     written = json.loads(write_runtime_default_profile(tmp_path / "out.json", source).read_text())
-    assert written["syscalls"] == [{"names": ["mount"], "action": "SCMP_ACT_ALLOW"}]
-    assert written["defaultAction"] == "SCMP_ACT_ERRNO"
+    assert written["syscalls"][0] == {"names": ["read"], "action": "SCMP_ACT_ALLOW"}
+    naming = [rule for rule in written["syscalls"] if "mount" in rule["names"]]
+    assert naming == [
+        {
+            "names": naming[0]["names"],
+            "action": "SCMP_ACT_ALLOW",
+            "includes": {"caps": ["CAP_SYS_ADMIN"]},
+        }
+    ]
+    assert not [rule for rule in written["syscalls"] if "pivot_root" in rule["names"]]
+    assert (written["defaultAction"], written["defaultErrnoRet"]) == ("SCMP_ACT_ERRNO", 1)
 
 
 def test_a_pod_keeps_its_mac_address_with_its_ip(dev_plan: Plan) -> None:

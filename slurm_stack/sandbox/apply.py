@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Literal
 
 from slurm_stack.sandbox.claims import ensure_claim
 from slurm_stack.sandbox.exec_probes import NsenterExec
+from slurm_stack.sandbox.liveness import targets_of, tcp_probe, update_targets
 from slurm_stack.sandbox.plan import (
     LAST_PHASE,
     PHASES,
@@ -107,17 +107,41 @@ def network_name(sandbox: str) -> str:
     return f"slurm-stack-{sandbox}"
 
 
-def fingerprint(pod: Pod, files: list[File], image_ids: tuple[str, ...] = ()) -> str:
+def fingerprint(
+    pod: Pod, files: list[File], image_ids: tuple[str, ...] = (), *, before_liveness: bool = False
+) -> str:
     """Changes exactly when what the pod runs, the images it runs (a rebuild under the same
-    tag included) or the files it mounts change."""
+    tag included) or the files it mounts change. ``before_liveness``: the fingerprint the
+    sandbox gave the pod before it counted liveness and startup probes."""
     fields = dataclasses.asdict(pod)
     if not fields["annotations"]:
         del fields["annotations"]  # pods from before annotations counted keep their fingerprint
+    for container in fields["containers"]:
+        _drop_probe_fields(container, unset_only=not before_liveness)
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
     digest.update("\0".join(image_ids).encode())
     for file in sorted(files, key=lambda f: f.path):
         digest.update(f"\0{file.path}\0{file.mode}\0".encode() + file.content)
     return digest.hexdigest()[:16]
+
+
+# Fields added after sandboxes ran, with the value that means "unset": left out of the
+# fingerprint while unset, so that a pod which does not use them keeps its fingerprint (an
+# existing sandbox does not restart such pods once).
+_LATER_CONTAINER_FIELDS = {"liveness": None, "startup": None}
+_LATER_PROBE_FIELDS = {"timeout": 1, "initial_delay": 0}
+
+
+def _drop_probe_fields(container: dict[str, object], *, unset_only: bool) -> None:
+    for name, unset in _LATER_CONTAINER_FIELDS.items():
+        if not unset_only or container.get(name, unset) == unset:
+            container.pop(name, None)
+    for key in ("probe", "liveness", "startup"):
+        probe = container.get(key)
+        if isinstance(probe, dict):
+            for name, unset in _LATER_PROBE_FIELDS.items():
+                if not unset_only or probe.get(name, unset) == unset:
+                    probe.pop(name, None)
 
 
 def job_log(state: SandboxState, job: str, container: str) -> Path:
@@ -287,6 +311,15 @@ def _write_env(pod: Pod, container: Container, state: SandboxState) -> str:
     return str(path)
 
 
+def _container_ids_of(pods: list[dict[str, object]]) -> dict[str, str]:
+    """Each container's ID from a `pod ps` listing."""
+    return {
+        str(c["Names"]): str(c.get("Id", ""))
+        for p in pods
+        for c in p.get("Containers") or []  # type: ignore[union-attr]
+    }
+
+
 def _states_of(pods: list[dict[str, object]]) -> dict[str, str]:
     """Each container's state (`running`, `exited`, ...) from a `pod ps` listing."""
     return {
@@ -325,6 +358,7 @@ class Applier:
         self._states_lock = threading.Lock()
         self.exec_probes = NsenterExec(self._main_pid)
         self._container_ids: dict[str, str] = {}  # of the containers this Applier started
+        self._listed_ids: dict[str, str] = {}  # of the containers running_pods listed
         self._bridge: str | None = None  # the network's bridge interface, asked once
         self._network_ready = False  # ensure_network found or made it
         self._listed: list[dict[str, object]] | None = None  # see seed
@@ -348,6 +382,7 @@ class Applier:
         with self._states_lock:
             self._states = _states_of(pods)
             self._started_since_states = False
+        self._listed_ids = _container_ids_of(pods)
         self._finished_jobs = finished_job_pods(pods)
         return {
             str(p["Name"]): str((p.get("Labels") or {}).get(FINGERPRINT_LABEL, ""))  # type: ignore[union-attr]
@@ -358,6 +393,7 @@ class Applier:
         """Stop a pod as the kubelet does: the main container's preStop hook, then SIGTERM and
         SIGKILL once the pod's termination grace period (hook included) is over."""
         self._started_since_states = True
+        update_targets(self.state, remove_pods={pod_name})  # the kubelet stops probing it
         grace = self._grace_of(pod_name) if grace is None else grace
         pre_stop = self._pre_stop_of(pod_name)
         started = time.monotonic()
@@ -384,6 +420,7 @@ class Applier:
     def kill_pods(self, *pod_names: str) -> None:
         """Kill pods at once, in one podman call: podman removes them side by side, where a
         call per pod took a second or two each."""
+        update_targets(self.state, remove_pods=set(pod_names))
         self.podman.run(["pod", "rm", "--force", "--time", "0", *pod_names])
         for name in pod_names:
             unmount_below(self.state.root / "pods" / name)
@@ -453,7 +490,7 @@ class Applier:
         return name, ""
 
     def _pid_file(self, container: str) -> Path:
-        directory = self.state.root / "pids"
+        directory = self.state.pid_dir
         directory.mkdir(parents=True, exist_ok=True)
         return directory / container
 
@@ -494,11 +531,7 @@ class Applier:
 
     def _probe_passes(self, pod: Pod, container: Container, name: str, probe: Probe) -> bool:
         if probe.port is not None:
-            try:
-                with socket.create_connection((pod.ip, probe.port), timeout=1):
-                    return True
-            except OSError:
-                return False
+            return tcp_probe(pod.ip, probe.port, timeout=1).passed
         return self.exec_probes.passes(
             name, probe.command, user=container.user, group=container.group
         )
@@ -521,7 +554,17 @@ class Applier:
                 log.parent.mkdir(parents=True, exist_ok=True)
                 log.write_text(printed)
             if not runs_to_exit:
+                # Probed for liveness from its start, as the kubelet probes it.
+                self._watch(pod, name)
                 self._wait_ready(pod, container, name)
+
+    def _watch(self, pod: Pod, *names: str) -> None:
+        """Have the liveness prober watch the pod's containers ``names`` (all, if none is
+        named) that have a livenessProbe."""
+        ids = {**self._listed_ids, **self._container_ids}
+        update_targets(
+            self.state, add=[t for t in targets_of(pod, ids) if not names or t.name in names]
+        )
 
     def _pin_bridge_address(self, plan: Plan) -> None:
         if self._bridge is None:
@@ -566,6 +609,7 @@ class Applier:
         self._cache_image_ids(plan)
 
         running = self.running_pods()
+        update_targets(self.state, keep_pods=set(running))  # none of a pod gone meanwhile
         planned = {pod.name for pod in plan.pods}
         self.state.forget_jobs_except({pod.name for pod in plan.pods if pod.job})
         finished = sorted(self._finished_jobs & (set(running) - planned))
@@ -632,9 +676,8 @@ class Applier:
         rolls: dict[str, list[tuple[Pod, str]]] = {}
         states = self._states_for(pods, running)
         for pod in pods:
-            print_ = fingerprint(
-                pod, fingerprinted_files(plan, pod, self.state), self._image_ids(pod)
-            )
+            files = fingerprinted_files(plan, pod, self.state)
+            print_ = fingerprint(pod, files, self._image_ids(pod))
             if pod.schedule is not None:
                 continue
             if pod.job:
@@ -644,11 +687,15 @@ class Applier:
                     self.remove_pod(pod.name)
                 todo.append((pod, print_))
                 continue
-            action = update_action(
-                pod, print_, running.get(pod.name), lambda p: self._healthy(p, states)
-            )
+            running_print = running.get(pod.name)
+            if running_print not in (None, print_) and running_print == fingerprint(
+                pod, files, self._image_ids(pod), before_liveness=True
+            ):
+                running_print = print_  # started before probes counted: not restarted for it
+            action = update_action(pod, print_, running_print, lambda p: self._healthy(p, states))
             if action == "keep":
                 refresh_live_volumes(plan, pod, self.state)
+                self._watch(pod)
                 outcome.kept.append(pod.name)
             elif action == "stuck":
                 outcome.stuck.append(forced_rollback_message(pod))

@@ -90,14 +90,30 @@ Everything Kubernetes does that podman does not is translated here, in one place
   (the operator follows the Services' endpoints as pods come and go), and rules are
   evaluated every 10 s (the operator's default is 30 s);
 - a probe's port given by name is the container port of that name, as the kubelet reads it;
-- readiness and startup probes gate `up` as they gate a rollout; what stays different:
-  liveness probes are not run, so a daemon that hangs stays hung where the kubelet would
-  restart its container after the probe's failures;
+- readiness and startup probes gate `up` as they gate a rollout; liveness probes run as the
+  kubelet runs them, in a prober process that outlives `up` (`liveness_server.py`: started
+  by `up` unless it runs, stopped by `down`; the apply keeps its list of containers): once
+  the container's startup probe has passed and its initialDelaySeconds are over, every
+  periodSeconds, each try bounded by timeoutSeconds; failureThreshold failures in a row
+  (of the liveness probe, or of the startup probe while it has not passed) kill the
+  container as the kubelet does (its preStop hook, SIGTERM, SIGKILL once the pod's grace
+  period is over, at least 2 s) and podman restarts it in place (its RestartCount grows);
+  each failure and kill is a line of `liveness/events.log` in the sandbox state, worded as
+  the kubelet's events. What stays different: the restart is at once (the kubelet backs
+  off, CrashLoopBackOff); a container with a startup probe and no liveness probe is not
+  watched after `up`; a probe's own terminationGracePeriodSeconds is not read; httpGet and
+  grpc probes are refused by the plan; the prober reads its list once a second and times
+  each container's probes from when it first saw it, not from the pod's start; and a
+  paused container is thawed after its SIGKILL (cgroup v2's freezer lets SIGKILL through,
+  this host's v1 does not, so the container would stay until unpaused);
 - an exec probe runs in the container's namespaces, root, working directory and environment,
   as its runAsUser and runAsGroup (`exec_probes.py`, through nsenter, milliseconds where a
-  podman exec costs a quarter of a CPU second); what stays different: the probe process is
-  outside the container's cgroup and seccomp filter, with the capabilities of root in the
-  host's user namespace (the kubelet runs it through the runtime, confined as the container);
+  podman exec costs a quarter of a CPU second); the liveness prober's probes and preStop
+  hooks first join the container's cgroups, as the runtime's exec does, so a paused
+  container's probe hangs until its timeout. What stays different: the probe process is
+  outside the container's seccomp filter (and `up`'s readiness probes outside its
+  cgroups too), with the capabilities of root in the host's user namespace (the kubelet
+  runs it through the runtime, confined as the container);
 - `Sandbox.exec_quick` (the tests' Slurm admin commands in slurmctld's container) enters the
   same way where the container's main process is an unprivileged user with no other group,
   as that user: the same user, groups and (no) capabilities a `kubectl exec` would give;
@@ -204,12 +220,15 @@ FAKE_DRIVER_LIBRARY = f"/usr/lib/x86_64-linux-gnu/{FAKE_DRIVER_LIBRARY_NAME}"
 
 @dataclass(frozen=True)
 class Probe:
-    """A readiness or startup probe: a TCP port, or a command run in the container."""
+    """A probe: a TCP port, or a command run in the container, with the kubelet's timing
+    (`periodSeconds`, `failureThreshold`, `timeoutSeconds`, `initialDelaySeconds`)."""
 
     port: int | None = None
     command: tuple[str, ...] = ()
     period: float = 10
     failures: int = 3
+    timeout: float = 1
+    initial_delay: float = 0
 
 
 @dataclass(frozen=True)
@@ -251,8 +270,12 @@ class Container:
     seccomp: str = "Unconfined"
     mounts: tuple[Mount, ...] = ()
     devices: tuple[tuple[str, str], ...] = ()  # (host device, path in the container)
-    probe: Probe | None = None
+    probe: Probe | None = None  # what `up` waits on: readiness, bounded by startup's timing
     pre_stop: tuple[str, ...] = ()
+    # The kubelet's liveness and startup probes as the manifest has them: the liveness prober
+    # (liveness_server.py) restarts the container when they fail.
+    liveness: Probe | None = None
+    startup: Probe | None = None
 
 
 @dataclass(frozen=True)
@@ -492,9 +515,35 @@ def _probe(container: Manifest) -> Probe | None:
             "period": startup.get("periodSeconds", 10),
             "failures": startup.get("failureThreshold", 3),
         }
+    return Probe(**_probe_handler(container, probe), **timing)
+
+
+def _probe_handler(container: Manifest, probe: Manifest) -> dict[str, Any]:
+    """A probe's TCP port or command; the sandbox runs no other kind (httpGet, grpc)."""
     if "tcpSocket" in probe:
-        return Probe(port=_port_number(container, probe["tcpSocket"]["port"]), **timing)
-    return Probe(command=tuple(probe["exec"]["command"]), **timing)
+        return {"port": _port_number(container, probe["tcpSocket"]["port"])}
+    if "exec" in probe:
+        return {"command": tuple(probe["exec"]["command"])}
+    kinds = sorted(set(probe) & {"httpGet", "grpc"}) or sorted(probe)
+    raise ValueError(
+        f"container {container['name']!r}: the sandbox runs exec and tcpSocket probes, "
+        f"not {', '.join(kinds)}"
+    )
+
+
+def _timed_probe(container: Manifest, key: str) -> Probe | None:
+    """The container's probe ``key`` (livenessProbe, startupProbe) with its timing; the
+    defaults are Kubernetes' (period 10 s, timeout 1 s, 3 failures, no initial delay)."""
+    probe = container.get(key)
+    if not probe:
+        return None
+    return Probe(
+        **_probe_handler(container, probe),
+        period=probe.get("periodSeconds", 10),
+        failures=probe.get("failureThreshold", 3),
+        timeout=probe.get("timeoutSeconds", 1),
+        initial_delay=probe.get("initialDelaySeconds", 0),
+    )
 
 
 NVIDIA_MAJOR = 195  # the character-device major of /dev/nvidiaN and /dev/nvidiactl
@@ -696,6 +745,8 @@ def _containers(
                 devices=_gpu_devices(gpus, gpu_devices.get(pod), state_dir),
                 probe=_probe(container),
                 pre_stop=tuple(pre_stop.get("command", ())),
+                liveness=_timed_probe(container, "livenessProbe"),
+                startup=_timed_probe(container, "startupProbe"),
             )
         )
     return tuple(out)

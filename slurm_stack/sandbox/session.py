@@ -24,6 +24,7 @@ from slurm_stack.sandbox.exec_probes import NsenterExec
 from slurm_stack.sandbox.images import ROOT, ensure_images
 from slurm_stack.sandbox.kube_api import PORT as KUBE_API_PORT
 from slurm_stack.sandbox.kube_api import SandboxKubeApi, wants_kube_api
+from slurm_stack.sandbox.liveness import start_prober, stop_prober
 from slurm_stack.sandbox.plan import (
     FAKE_DRIVER_LIBRARY_NAME,
     NVIDIA_MAJOR,
@@ -518,6 +519,9 @@ class Sandbox:
             )
             kube_api.start(image)
             self.log(f"stand-in Kubernetes API: https://{kube_api.address}:{KUBE_API_PORT}")
+        # The kubelet's liveness probes, for the pods the apply starts (or keeps) from now.
+        if start_prober(self.state):
+            self.log(f"liveness prober started (events: {self.state.liveness_events_file})")
         report = applier.apply(current)
         if wants_prometheus(self._manifests):
             prometheus = self.prometheus()
@@ -547,6 +551,7 @@ class Sandbox:
         Refused when the running cluster of this name, or this state directory, is another
         stack's (a copy of this stack file may stop its own sandbox)."""
         self.refuse_collision("down", stopping=True)
+        stop_prober(self.state)  # first: no liveness kill while the pods stop
         self.prometheus().stop()
         self.kube_api().stop()
         removed = self.applier().down(graceful=not delete_data)

@@ -156,6 +156,27 @@ class SandboxState:
         return self.root / "seccomp-runtime-default.json"
 
     @property
+    def pid_dir(self) -> Path:
+        """The PID files of the containers the sandbox started (`podman --pidfile`), each
+        named after its container, with its container ID beside it for some (`.id`)."""
+        return self.root / "pids"
+
+    @property
+    def liveness_dir(self) -> Path:
+        """The liveness prober's files (liveness.py): what to probe, its events, its PID."""
+        return self.root / "liveness"
+
+    @property
+    def liveness_targets_file(self) -> Path:
+        """The containers the liveness prober watches (JSON, written by the apply)."""
+        return self.liveness_dir / "targets.json"
+
+    @property
+    def liveness_events_file(self) -> Path:
+        """The prober's events, one a line, as `kubectl get events` shows the kubelet's."""
+        return self.liveness_dir / "events.log"
+
+    @property
     def ssh_key(self) -> Path:
         return self.root / "ssh" / "id_ed25519"
 

@@ -146,7 +146,9 @@ class Cluster:
         try:
             yield
         finally:
-            self.sandbox.podman.run(["unpause", container])
+            # Not an error when already running: the sandbox's liveness prober, as the
+            # kubelet, may have killed and restarted the frozen container meanwhile.
+            self.sandbox.podman.run(["unpause", container], check=False)
 
     def all_idle(self, expected: int) -> bool:
         states = self.node_states()
