@@ -37,11 +37,11 @@ fi
 
 base="$registry/base:$tag"
 podman build --pull=never --build-arg SUITE="$suite" -t "$base" base
-for component in controller accounting munge rest; do
+for component in accounting munge rest; do
   podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" "$component"
 done
-# These copy the chroot plugin or the health checks, so their context is the repository root.
-for component in worker login ops; do
+# These copy the chroot plugin or the pod-side package, so their context is the repository root.
+for component in controller worker login ops; do
   podman build --pull=never --build-arg BASE="$base" -t "$registry/$component:$tag" \
     -f "$component/Containerfile" ..
 done

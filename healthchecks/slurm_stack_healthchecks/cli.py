@@ -26,6 +26,11 @@
     resume them when their node recovers (see :mod:`.node_state`), until stopped; exit 2 when
     the environment is unusable.
 
+``healthcheck restore-state DIRECTORY``
+    Before slurmctld starts: put back the state files of which only a ``.new`` or ``.old`` copy
+    is left, unless a controller is in control (see :mod:`.controller_state`). Exit 0, or 1
+    when the directory cannot be read or written.
+
 ``healthcheck nccl-submit [--dry-run]``
     Submit one NCCL benchmark job per idle GPU node (configured by ``NCCL_*`` environment
     variables, see :mod:`.nccl_submit`), log one line per node to stderr. Exit 0 all submitted,
@@ -63,7 +68,7 @@ from .nccl import (
 from .node_actions import decide_and_apply
 from .result import CheckResult
 from .results_file import ResultsFileError, write_results
-from .runner import Runner, run_command
+from .runner import CommandError, Runner, run_command
 
 # slurmd starts HealthCheckProgram with an almost empty environment.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -101,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     nccl.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     commands.add_parser("exporter", help="serve the cluster's state as Prometheus metrics")
     commands.add_parser("node-state", help="drain Slurm nodes of cordoned Kubernetes nodes")
+    restore = commands.add_parser(
+        "restore-state", help="put back slurmctld state files that only a .new or .old copy has"
+    )
+    restore.add_argument("directory", type=Path, help="slurmctld's StateSaveLocation")
     submit = commands.add_parser("nccl-submit", help="submit the NCCL benchmark to idle nodes")
     submit.add_argument("--dry-run", action="store_true", help="decide and log, submit nothing")
     return parser
@@ -132,7 +141,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(config, run_command)
     if args.command == "node-state":
         return node_state(os.environ)
+    if args.command == "restore-state":
+        from .controller_state import restore_state
+
+        return restore_state(
+            args.directory,
+            lambda: controller_in_control(run_command),
+            lambda line: print(line, file=sys.stderr, flush=True),
+        )
     return run_quick(args.config, node_name(args.node), args.dry_run, sys.stderr)
+
+
+# A client asks each controller in turn, each for up to MessageTimeout (10 s by default).
+_IN_CONTROL_TIMEOUT = 30.0
+
+
+def controller_in_control(runner: Runner) -> bool:
+    """Whether a controller serves the cluster: a backup that stands by answers pings but
+    refuses `sinfo`."""
+    try:
+        return runner(["sinfo", "-h", "-o", "%D"], timeout=_IN_CONTROL_TIMEOUT).returncode == 0
+    except CommandError:
+        return False
 
 
 def node_state(environ: Mapping[str, str]) -> int:
