@@ -84,3 +84,19 @@ def test_the_liveness_probe_asks_for_this_pods_own_slurmctld() -> None:
         line for line in entrypoint.splitlines() if line.startswith("role_probe_slurmctld")
     )
     assert 'grep -qF " at $(hostname) is UP"' in probe
+
+
+def _liveness_timeout(raw: dict[str, Any]) -> int:
+    container = controller_statefulset(load_spec(raw), "abc")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    return int(container["livenessProbe"]["timeoutSeconds"])
+
+
+def test_the_liveness_probe_waits_for_every_controllers_ping() -> None:
+    """`scontrol ping` asks each controller in turn, each for up to MessageTimeout (10 s by
+    default): a frozen peer must not fail the probe of the controller that serves."""
+    assert _liveness_timeout(_raw()) == 15
+    assert _liveness_timeout(_raw(replicas=2, takeoverAfterSeconds=30)) == 25
+    slower = _raw(replicas=2, takeoverAfterSeconds=30, slurmConfExtra=["MessageTimeout=20"])
+    assert _liveness_timeout(slower) == 45

@@ -29,6 +29,7 @@ from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.k8s.rest_api import jwt_key_annotations, jwt_key_mounts, jwt_key_volumes
 from slurm_stack.k8s.site_files import site_files_mounts, site_files_volumes
 from slurm_stack.render.site_scripts import slurmctld_script_files
+from slurm_stack.spec.fields import key_of
 from slurm_stack.spec.models import ClusterSpec
 
 COMPONENT = "controller"
@@ -117,6 +118,31 @@ def site_scripts_volumes(config_map: str, scripts: list[str]) -> list[Manifest]:
     return [{"name": "slurmctld-scripts", "configMap": {"name": config_map, "items": items}}]
 
 
+# Slurm's default MessageTimeout: how long a client waits for a controller's answer.
+DEFAULT_MESSAGE_TIMEOUT_SECONDS = 10
+PROBE_MARGIN_SECONDS = 5
+
+
+def message_timeout_seconds(spec: ClusterSpec) -> int:
+    """slurm.conf's MessageTimeout: a controller.slurmConfExtra line's, else Slurm's default."""
+    for line in spec.controller.slurm_conf_extra:
+        if key_of(line).lower() == "messagetimeout":
+            value = line.split("=", 1)[1].strip() if "=" in line else ""
+            if value.isdigit():
+                return int(value)
+    return DEFAULT_MESSAGE_TIMEOUT_SECONDS
+
+
+def liveness_timeout_seconds(spec: ClusterSpec) -> int:
+    """The liveness probe's timeout. `scontrol ping` asks every controller in turn, each for
+    up to MessageTimeout, before it prints the line of this pod's own (`ping_all_controllers`
+    in Slurm's src/api/reconfigure.c). A peer that stands still (a frozen node: its port
+    still takes the connection) cost each probe of the healthy controller that long: with a
+    10 s timeout a real cluster's backup failed every probe while the primary was stopped,
+    and the kubelet killed both controllers."""
+    return message_timeout_seconds(spec) * spec.controller.replicas + PROBE_MARGIN_SECONDS
+
+
 def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
     """slurmctld as the SlurmUser with no capabilities; rolls when the config (its hash,
     ``config_hash``, names the ConfigMap) changes."""
@@ -150,7 +176,7 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
         livenessProbe={
             "exec": {"command": [paths.ENTRYPOINT, "probe-slurmctld"]},
             "periodSeconds": 30,
-            "timeoutSeconds": 10,
+            "timeoutSeconds": liveness_timeout_seconds(spec),
             "failureThreshold": 4,
         },
     )

@@ -6,11 +6,12 @@ is read from sacct."""
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from slurm_stack.k8s.controller import state_claim_name
 from slurm_stack.paths import SLURMD_SPOOL_DIR
 from tests.cluster.conftest import Cluster, running_stack, wait_for
 
@@ -171,3 +172,121 @@ def test_losing_the_primary_hands_over_and_no_job_is_lost(ha: Cluster) -> None:
 
     job = ha.ok(ha.login("sbatch --parsable -N2 -o /dev/null --wrap 'srun true'")).strip()
     wait_for(f"job {job} ended", lambda: job_state(ha, job) == "COMPLETED", timeout=60)
+
+
+# The state files a real cluster's shared directory held only as `.old` copies after both
+# controllers had saved at once (a stalled primary resumed while the backup handed control
+# back, and liveness probes stopped both).
+LOST_TO_TWO_WRITERS = ("assoc_usage", "job_state", "node_state", "fed_mgr_state")
+
+
+def test_controllers_left_with_only_old_state_copies_come_back_with_every_job(
+    ha: Cluster,
+) -> None:
+    """From Slurm 25.05 slurmctld refuses to start without its current state files (`fatal: No
+    Assoc usage file ... to recover`): on the real cluster both controllers crash-looped. A
+    controller's start now puts them back from the copies, as no controller is in control."""
+    wait_for("both controllers up", lambda: ping(ha) == {PRIMARY: "UP", BACKUP: "UP"}, 120)
+    running = ha.ok(ha.login("sbatch --parsable -N2 -o /dev/null --wrap 'srun sleep 30'")).strip()
+    wait_for(f"job {running} running", lambda: job_state(ha, running) == "RUNNING")
+    before_submit = float(ha.ok(ha.ctl("date +%s.%N")))
+    held = [
+        ha.ok(ha.login("sbatch --parsable --hold -o /dev/null --wrap true")).strip()
+        for _ in range(3)
+    ]
+    wait_for("the primary's state saved", lambda: saved_since(ha, before_submit), timeout=30)
+    ha.sandbox.applier().kill_pods(PRIMARY, BACKUP)
+    state = ha.sandbox.state.root / "claims" / state_claim_name(ha.sandbox.spec)
+    for name in LOST_TO_TWO_WRITERS:
+        if (state / name).exists():
+            (state / name).replace(state / f"{name}.old")
+    assert not (state / "job_state").exists() and (state / "job_state.old").exists()
+
+    ha.sandbox.restore()  # the StatefulSet brings both back
+    wait_for("both controllers up", lambda: ping(ha) == {PRIMARY: "UP", BACKUP: "UP"}, 120)
+    assert all((state / name).exists() for name in ("assoc_usage", "job_state", "node_state"))
+    started = ha.sandbox.podman.logs(ha.sandbox.node_container(PRIMARY), tail=100_000)
+    assert "controller-state result=restored file=job_state from=job_state.old" in started
+    # Every job is still known: the one that ran on and the held ones, which run once released.
+    ha.ok(ha.login(f"scontrol release {','.join(held)}", timeout=60))
+    jobs = [running, *held]
+    wait_for(
+        "every job COMPLETED",
+        lambda: all(job_state(ha, job) == "COMPLETED" for job in jobs),
+        timeout=120,
+    )
+
+
+# How long the primary stands still: past the backup's takeover (10 s) and long enough that
+# a probe of the backup (every 30 s, each waiting up to MessageTimeout, 10 s, for the frozen
+# primary's answer) runs wholly within it. The real cluster's primary stood still for 107 s.
+STALL_SECONDS = 60
+
+
+def utc_now() -> datetime:
+    """Now, to the second, as the liveness events are stamped."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def event_time(event: str) -> datetime:
+    """When a liveness event was logged (`2026-11-28T02:09:16Z Warning ...`)."""
+    return datetime.fromisoformat(event.split()[0].replace("Z", "+00:00"))
+
+
+def liveness_events(cluster: Cluster) -> list[str]:
+    """What the sandbox's liveness prober logged, as the kubelet's events read."""
+    events = cluster.sandbox.state.liveness_events_file
+    return events.read_text().splitlines() if events.exists() else []
+
+
+def test_a_stalled_primary_that_resumes_keeps_every_job(ha: Cluster) -> None:
+    """The primary's processes are frozen as a frozen node or a hung storage mount freezes
+    them, then continue. The backup takes over and
+    hands control back; the backup's liveness probe must not fail meanwhile (on the real
+    cluster it did, each `scontrol ping` waiting out the frozen primary, and the kubelet
+    killed both controllers); every job runs to its end."""
+    wait_for("both controllers up", lambda: ping(ha) == {PRIMARY: "UP", BACKUP: "UP"}, 120)
+    running = ha.ok(ha.login("sbatch --parsable -N2 -o /dev/null --wrap 'srun sleep 60'")).strip()
+    wait_for(f"job {running} running", lambda: job_state(ha, running) == "RUNNING")
+    before_submit = float(ha.ok(ha.ctl("date +%s.%N")))
+    queued = [
+        ha.ok(ha.login("sbatch --parsable -o /dev/null --wrap 'sleep 1'")).strip() for _ in range(3)
+    ]
+    wait_for("the primary's state saved", lambda: saved_since(ha, before_submit), timeout=30)
+    backup_log = ha.sandbox.node_container(BACKUP)
+    in_control = "Running as primary controller"
+    took_control_before = ha.sandbox.podman.logs(backup_log, tail=100_000).count(in_control)
+    events_before = len(liveness_events(ha))
+    with ha.frozen(PRIMARY):
+        frozen_at, frozen_since = time.monotonic(), utc_now()
+        wait_for(
+            "the backup in control",
+            lambda: (
+                ha.sandbox.podman.logs(backup_log, tail=100_000).count(in_control)
+                > took_control_before
+            ),
+            timeout=90,
+        )
+        # Clients ask the primary first, which takes the connection and never answers; they
+        # give up after MessageTimeout rather than ask the backup (docs/controller-ha.md).
+        client = ha.login("sinfo -h -o %D", timeout=60)
+        assert client.returncode != 0 and "Socket timed out" in client.stderr, client
+        time.sleep(max(0.0, STALL_SECONDS - (time.monotonic() - frozen_at)))
+    resumed = utc_now()
+    wait_for("both controllers up", lambda: ping(ha) == {PRIMARY: "UP", BACKUP: "UP"}, 240)
+    jobs = [running, *queued]
+
+    def fates() -> list[str]:
+        out = ha.login(f"sacct -n -X -P -o JobID,State -j {','.join(jobs)}", timeout=60)
+        return sorted(out.stdout.split())
+
+    completed = sorted(f"{job}|COMPLETED" for job in jobs)
+    wait_for("every job COMPLETED in sacct", lambda: fates() == completed, timeout=240)
+    events = liveness_events(ha)[events_before:]
+    print("liveness events during and after the stall:", *events, sep="\n  ")
+    # While the primary stood still the backup served and its probe passed. Handing control
+    # back it answers no ping for a moment: a failure or two then, far from the four a kill
+    # takes.
+    backup_failed = [e for e in events if f"pod/{BACKUP} slurmctld: Liveness probe failed" in e]
+    assert not [e for e in backup_failed if frozen_since <= event_time(e) <= resumed], events
+    assert not [e for e in events if "Killing" in e and f"pod/{BACKUP}" in e], events
