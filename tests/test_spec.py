@@ -1737,6 +1737,18 @@ INVALID = [
         id="namespace-not-dns-label",
     ),
     bad(
+        {"namespace": "kube-system"},
+        "namespace",
+        "'kube-system' is a Kubernetes system namespace",
+        id="namespace-kube-system",
+    ),
+    bad(
+        {"namespace": "kube-public"},
+        "namespace",
+        "the prefix 'kube-' is reserved for them",
+        id="namespace-kube-public",
+    ),
+    bad(
         {"workerPools[0].gpuType": "h100"},
         "workerPools[0].gpus",
         "gpuType 'h100' is set but gpus is 0: set gpus to 1-16",

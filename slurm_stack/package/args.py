@@ -1127,7 +1127,10 @@ class SlurmClusterArgs(TypedDict, total=False):
         "label of at most 30 characters."
     )
     namespace: NotRequired[str]
-    """The Kubernetes namespace every object goes into; it must exist. Default: `slurm`."""
+    (
+        "The Kubernetes namespace every object goes into; it must exist, and may not be one of "
+        "Kubernetes' own (a name starting with 'kube-'). Default: `slurm`."
+    )
     slurm_version: NotRequired[SlurmClusterSlurmVersion]
     (
         "The Slurm major release, '26.05' or '24.11' (quoted in YAML); it picks the default image "

@@ -42,6 +42,22 @@ def dns_label(value: str) -> str:
     return value
 
 
+# Kubernetes reserves the prefix for its own namespaces (kube-system, kube-public,
+# kube-node-lease): objects there share the control plane's, and its admission rules.
+SYSTEM_NAMESPACE_PREFIX = "kube-"
+
+
+def cluster_namespace(value: str) -> str:
+    """The cluster's namespace: a DNS label that is not one of Kubernetes' own."""
+    dns_label(value)
+    if value.startswith(SYSTEM_NAMESPACE_PREFIX):
+        raise ValueError(
+            f"{value!r} is a Kubernetes system namespace (the prefix {SYSTEM_NAMESPACE_PREFIX!r}"
+            " is reserved for them): use a namespace of the cluster's own, e.g. 'slurm'"
+        )
+    return value
+
+
 # Kubernetes' own name rules (apimachinery pkg/util/validation: IsQualifiedName,
 # IsValidLabelValue, IsDNS1123Subdomain, IsConfigMapKey), which the API server applies to
 # what the spec passes through.
@@ -347,6 +363,7 @@ def key_of(line: str) -> str:
 
 
 DnsLabel = Annotated[str, AfterValidator(dns_label)]
+ClusterNamespace = Annotated[str, AfterValidator(cluster_namespace)]
 ClusterName = Annotated[str, AfterValidator(cluster_name)]
 Quantity = Annotated[str, AfterValidator(quantity)]
 AbsolutePath = Annotated[str, AfterValidator(absolute_path)]

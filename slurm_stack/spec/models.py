@@ -29,6 +29,7 @@ from slurm_stack.spec.fields import (
     AbsolutePath,
     Cidr,
     ClusterName,
+    ClusterNamespace,
     CronSchedule,
     DnsLabel,
     DnsSubdomain,
@@ -1496,8 +1497,9 @@ class ClusterSpec(SpecModel):
     name: ClusterName
     """The cluster's name: Slurm's ClusterName and the prefix of every object's name; a DNS
     label of at most 30 characters."""
-    namespace: DnsLabel = "slurm"
-    """The Kubernetes namespace every object goes into; it must exist."""
+    namespace: ClusterNamespace = "slurm"
+    """The Kubernetes namespace every object goes into; it must exist, and may not be one of
+    Kubernetes' own (a name starting with 'kube-')."""
     slurm_version: SlurmVersion = DEFAULT_VERSION
     """The Slurm major release, '26.05' or '24.11' (quoted in YAML); it picks the default image
     tag and which slurm.conf keys are valid."""
