@@ -184,9 +184,18 @@ def test_a_worker_whose_slurmctld_is_frozen_stops_within_its_wait_and_clean_up(
     """On a real node a worker whose slurmctld was gone took about 7 minutes to stop with a
     20 s wait: its preStop hook asked slurmctld up to 30 times, about 12 s each, before the
     wait began. The pool's wait and the clean-up now bound the whole hook."""
-    if "drain-hold-0" not in drain.node_states():  # another test scaled the pool to zero
+    scaled_up = "drain-hold-0" not in drain.node_states()  # another test scaled it to zero
+    if scaled_up:
         scale(drain, hold=1)
         wait_for("drain-hold-0 idle", lambda: drain.node_states().get("drain-hold-0") == "idle")
+    try:
+        stop_with_slurmctld_frozen_then_back(drain)
+    finally:
+        if scaled_up:  # as the test found it
+            scale(drain, hold=0)
+
+
+def stop_with_slurmctld_frozen_then_back(drain: Cluster) -> None:
     job = submit(drain, f"-p hold --requeue --wrap '{FIRST_RUN_ONLY} sleep 300'")
     wait_for("the job running", lambda: drain.job_state(job) == "RUNNING")
     hook = [ENTRYPOINT, "drain-node"]  # the worker's preStop, as the kubelet runs it
