@@ -29,7 +29,7 @@ from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.k8s.rest_api import jwt_key_annotations, jwt_key_mounts, jwt_key_volumes
 from slurm_stack.k8s.site_files import site_files_mounts, site_files_volumes
 from slurm_stack.render.site_scripts import slurmctld_script_files
-from slurm_stack.spec.fields import key_of
+from slurm_stack.spec.fields import setting_value
 from slurm_stack.spec.models import ClusterSpec
 
 COMPONENT = "controller"
@@ -125,12 +125,8 @@ PROBE_MARGIN_SECONDS = 5
 
 def message_timeout_seconds(spec: ClusterSpec) -> int:
     """slurm.conf's MessageTimeout: a controller.slurmConfExtra line's, else Slurm's default."""
-    for line in spec.controller.slurm_conf_extra:
-        if key_of(line).lower() == "messagetimeout":
-            value = line.split("=", 1)[1].strip() if "=" in line else ""
-            if value.isdigit():
-                return int(value)
-    return DEFAULT_MESSAGE_TIMEOUT_SECONDS
+    value = setting_value(spec.controller.slurm_conf_extra, "MessageTimeout")
+    return int(value) if value and value.isdigit() else DEFAULT_MESSAGE_TIMEOUT_SECONDS
 
 
 def liveness_timeout_seconds(spec: ClusterSpec) -> int:

@@ -2,6 +2,7 @@
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated
 
@@ -360,6 +361,15 @@ def partition_option(value: str) -> str:
 def key_of(line: str) -> str:
     """The key of a 'Key=Value' or 'Keyword value' line."""
     return re.split(r"[=\s]", line.strip(), maxsplit=1)[0]
+
+
+def setting_value(lines: Iterable[str], key: str) -> str | None:
+    """The value of the first 'Key=Value' line of ``key`` (any case) among ``lines``; None
+    when no line sets it."""
+    for line in lines:
+        if key_of(line).lower() == key.lower():
+            return line.split("=", 1)[1].strip() if "=" in line else ""
+    return None
 
 
 DnsLabel = Annotated[str, AfterValidator(dns_label)]

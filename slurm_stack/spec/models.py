@@ -48,6 +48,7 @@ from slurm_stack.spec.fields import (
     SshPublicKey,
     label_value,
     message_size_bytes,
+    setting_value,
 )
 from slurm_stack.spec.lua import lua_syntax_problem
 from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
@@ -838,10 +839,9 @@ class WorkerPool(SpecModel):
 
     def node_value(self, key: str) -> int | None:
         """RealMemory or CPUs as the pool's nodes register them (nodeConfExtra wins)."""
-        for line in self.node_conf_extra:
-            if line.split("=", 1)[0].strip().lower() == key.lower():
-                value = line.split("=", 1)[1]
-                return int(value) if value.isdigit() else None
+        value = setting_value(self.node_conf_extra, key)
+        if value is not None:
+            return int(value) if value.isdigit() else None
         return self.real_memory if key == "RealMemory" else self.cpus
 
     @relation("gpuType", "gpus")
