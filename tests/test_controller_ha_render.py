@@ -86,11 +86,16 @@ def test_the_liveness_probe_asks_for_this_pods_own_slurmctld() -> None:
     assert 'grep -qF " at $(hostname) is UP"' in probe
 
 
-def _liveness_timeout(raw: dict[str, Any]) -> int:
+def _liveness(raw: dict[str, Any]) -> dict[str, Any]:
     container = controller_statefulset(load_spec(raw), "abc")["spec"]["template"]["spec"][
         "containers"
     ][0]
-    return int(container["livenessProbe"]["timeoutSeconds"])
+    probe: dict[str, Any] = container["livenessProbe"]
+    return probe
+
+
+def _liveness_timeout(raw: dict[str, Any]) -> int:
+    return int(_liveness(raw)["timeoutSeconds"])
 
 
 def test_the_liveness_probe_waits_for_every_controllers_ping() -> None:
@@ -100,3 +105,5 @@ def test_the_liveness_probe_waits_for_every_controllers_ping() -> None:
     assert _liveness_timeout(_raw(replicas=2, takeoverAfterSeconds=30)) == 25
     slower = _raw(replicas=2, takeoverAfterSeconds=30, slurmConfExtra=["MessageTimeout=20"])
     assert _liveness_timeout(slower) == 45
+    # A controller that does not answer is restarted after four failures, 30 s apart.
+    assert (_liveness(slower)["periodSeconds"], _liveness(slower)["failureThreshold"]) == (30, 4)
