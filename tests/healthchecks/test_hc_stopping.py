@@ -10,8 +10,10 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from slurm_stack_healthchecks.node_state import HEARTBEAT_FILE
 
 from tests.healthchecks.hc_helpers import HEALTHCHECKS_DIR
 
@@ -42,11 +44,13 @@ def _environments() -> dict[str, dict[str, str]]:
     ("command", "running"), [("exporter", "serving /metrics"), ("node-state", "result=started")]
 )
 def test_as_a_containers_first_process_it_stops_on_sigterm(command: str, running: str) -> None:
-    # A PID namespace of its own, and a /tmp of its own for the node-state heartbeat file.
-    script = f'mount -t tmpfs tmpfs /tmp && exec "$0" -m slurm_stack_healthchecks {command}'
+    # The node-state controller touches its heartbeat file in /tmp after each pass (a pod's
+    # own /tmp): one this test leaves behind on the host is removed afterwards.
+    heartbeat = Path(HEARTBEAT_FILE)
+    heartbeat_was_there = heartbeat.exists()
     proc = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--kill-child", "--mount", "sh", "-c", script,
-         sys.executable],
+        ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-m",
+         "slurm_stack_healthchecks", command],
         cwd=HEALTHCHECKS_DIR,
         env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", **_environments()[command]},
         stdout=subprocess.PIPE,
@@ -64,3 +68,5 @@ def test_as_a_containers_first_process_it_stops_on_sigterm(command: str, running
         assert proc.wait(10) == 0
     finally:
         proc.kill()
+        if not heartbeat_was_there:
+            heartbeat.unlink(missing_ok=True)
