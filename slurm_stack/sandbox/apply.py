@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -24,9 +25,12 @@ from typing import Literal
 
 from slurm_stack.sandbox.claims import ensure_claim
 from slurm_stack.sandbox.exec_probes import NsenterExec
+from slurm_stack.sandbox.images import ROOT
 from slurm_stack.sandbox.liveness import targets_of, tcp_probe, update_targets
 from slurm_stack.sandbox.plan import (
+    FAKE_DRIVER_LIBRARY_NAME,
     LAST_PHASE,
+    NVIDIA_MAJOR,
     PHASES,
     STARTS_AFTER,
     Container,
@@ -34,6 +38,7 @@ from slurm_stack.sandbox.plan import (
     Plan,
     Pod,
     Probe,
+    fake_gpu_minor,
 )
 from slurm_stack.sandbox.podman import (
     COMPONENT_LABEL,
@@ -57,6 +62,7 @@ from slurm_stack.sandbox.podman import (
 from slurm_stack.sandbox.projected import write_projected
 from slurm_stack.sandbox.seccomp import write_runtime_default_profile
 from slurm_stack.sandbox.state import SandboxState
+from slurm_stack.sandbox.statefulsets import save_lost
 
 Log = Callable[[str], None]
 INIT_TIMEOUT = 900  # populate-jail copies a whole root filesystem before workers may start
@@ -174,6 +180,34 @@ def refresh_live_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
     for directory, kept_current in pod.projected_dirs:
         if kept_current:
             write_projected(Path(directory), _files_in(files, directory), pod.fs_group)
+
+
+def install_fake_gpu_tools(state: SandboxState, plan: Plan) -> None:
+    """The fake nvidia-smi and driver library that GPU pods mount, and each GPU pod's fake
+    device nodes and answers directory (see plan.py)."""
+    source = ROOT / "images" / "fake-gpu" / "nvidia-smi"
+    target = state.root / "fake-gpu" / "bin" / "nvidia-smi"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.exists():
+        target.write_bytes(source.read_bytes())
+        target.chmod(0o755)
+    library = state.root / "fake-gpu" / "lib" / FAKE_DRIVER_LIBRARY_NAME
+    library.parent.mkdir(parents=True, exist_ok=True)
+    library.write_text(
+        "TEST STAND-IN, not a library: it stands where the NVIDIA container runtime puts\n"
+        "the node's driver library, so the sandbox can show it reaching the jail.\n"
+    )
+    for pod in plan.pods:
+        devices = [source for c in pod.containers for source, _ in c.devices]
+        if any(source.startswith(f"{state.root}/fake-gpu/dev/") for source in devices):
+            (state.root / "fake-gpu" / pod.name).mkdir(parents=True, exist_ok=True)
+        for source in devices:
+            device = Path(source)
+            if device.parent == state.root / "fake-gpu" / "dev" and not device.exists():
+                device.parent.mkdir(parents=True, exist_ok=True)
+                minor = fake_gpu_minor(device.name)
+                os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(NVIDIA_MAJOR, minor))
+                device.chmod(0o666)  # as the driver makes them; podman copies the mode
 
 
 def write_hosts(plan: Plan, state: SandboxState) -> None:
@@ -595,18 +629,23 @@ class Applier:
             )
         self._network_ready = True
 
-    def apply(self, plan: Plan) -> ApplyReport:
-        """Bring the sandbox to ``plan``; see the module docstring."""
-        self.ensure_network(plan)
+    def prepare_directories(self, plan: Plan) -> None:
+        """The plan's claims: each mounted filesystem of its size, or a directory."""
         sizes = dict(plan.claims)
         for directory in plan.directories:
             if directory in sizes:
                 ensure_claim(Path(directory), sizes[directory])
             elif "/claims/" in directory:
                 Path(directory).mkdir(parents=True, exist_ok=True)
+
+    def apply(self, plan: Plan) -> ApplyReport:
+        """Bring the sandbox to ``plan``; see the module docstring."""
+        self.ensure_network(plan)
+        self.prepare_directories(plan)
         write_hosts(plan, self.state)
         self._image_id_cache.clear()
         self._cache_image_ids(plan)
+        save_lost(self.state, ())  # a pod left gone starts again: the controllers' next sync
 
         running = self.running_pods()
         update_targets(self.state, keep_pods=set(running))  # none of a pod gone meanwhile
@@ -803,6 +842,10 @@ class Applier:
         """Remove pods of finished Jobs at once: nothing runs in them to stop gracefully."""
         if pod_names:
             self.kill_pods(*pod_names)
+
+    def fingerprint_of(self, plan: Plan, pod: Pod) -> str:
+        """The fingerprint the apply gives ``pod`` of ``plan`` when it starts it."""
+        return fingerprint(pod, fingerprinted_files(plan, pod, self.state), self._image_ids(pod))
 
     def _image_ids(self, pod: Pod) -> tuple[str, ...]:
         """The IDs of the pod's images that exist (each asked of podman once per apply)."""

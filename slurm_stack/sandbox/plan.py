@@ -25,11 +25,43 @@ Everything Kubernetes does that podman does not is translated here, in one place
   is `optional` and absent is an empty directory that fills when the object appears, as the
   kubelet mounts it; one that is not optional fails the plan, naming the object, where the
   kubelet would leave the pod waiting in ContainerCreating;
-- a pod that mounts its ServiceAccount token gets KUBERNETES_SERVICE_HOST/PORT and the token,
-  CA and namespace at the kubelet's path, for the sandbox's stand-in API (kube_api.py), where
-  each pod runs on a stand-in node of its own; what stays different: the kubelet sets those
-  variables in every pod, the stand-in answers only the node-state controller's two lists,
-  and it enforces no Role (any request with its one token may read both);
+- a pod that mounts its ServiceAccount token (`automountServiceAccountToken`, or a projected
+  volume of the kubelet's shape: serviceAccountToken at `token`, kube-root-ca.crt's `ca.crt`,
+  the namespace) gets KUBERNETES_SERVICE_HOST/PORT in every container and its account's
+  token, CA and namespace where it mounts them, for the sandbox's stand-in API (kube_api.py),
+  where each pod runs on a stand-in node of its own. Each such account has a token of its
+  own, and every request is authorized before it is routed by the stack's Roles,
+  ClusterRoles and bindings as RBAC does (kube_rbac.py: verbs, API groups, resources and
+  subresources, resource names, wildcards), a refusal answered with the API server's 403.
+  What stays different: the kubelet sets those variables in every pod; the token neither
+  expires nor rotates (the kubelet renews a projected one within its expirationSeconds); a
+  projected volume of other sources is refused; RBAC has no aggregated ClusterRoles, no
+  rules for non-resource URLs and none of the API server's default roles (`system:*`), so
+  discovery and `/version` are refused; and the stand-in serves only what the stack's
+  clients use: the lists of nodes and of a namespace's pods, a pod's delete and a
+  StatefulSet's `scale` (get, and a merge or strategic merge patch: no JSON patch or
+  server-side apply, no resourceVersion, no watch; clients poll);
+- a StatefulSet's size follows its scale subresource as its controller follows it: the
+  stand-in API keeps each `spec.replicas` (statefulsets.py), and a StatefulSet controller
+  stand-in (statefulset_controller.py: started by `up` when a StatefulSet is elastic, its
+  annotation `slurm-stack.io/scaled-by: slurm-power-saving`, stopped by `down`, logging to
+  `statefulset-controller/controller.log` in the sandbox state) starts the missing pods,
+  lowest ordinal first (side by side under Parallel), and stops the surplus ones, highest
+  first, each with its preStop hook and grace as an `up` stops them; a pod deleted through
+  the API is stopped so and started again. It holds the lock the commands that start or stop
+  pods hold (`state.hold_pods`), so it never acts beside an `up`. `up` keeps an elastic
+  StatefulSet's live size once it exists, as Pulumi's `ignoreChanges: ["spec.replicas"]`
+  does, and its pods keep their addresses while scaled away. What stays different: the
+  controller looks at the sizes twice a second (Kubernetes' watches) and makes one pass at a
+  time (a change made while pods start waits until they are ready); it stops surplus pods
+  one after another whatever the podManagementPolicy; it acts on a StatefulSet when
+  its size changes, not when one of its pods disappears otherwise (the next apply brings
+  that back), and runs only while a StatefulSet is elastic; a StatefulSet that is not
+  elastic runs at its manifest's size alone (a patched size starts no pod and the next `up`
+  sets it back, where Pulumi would leave it until the manifest's replicas change); a
+  delete's gracePeriodSeconds and preconditions are not read (the pod's own grace applies),
+  and the deleted pod is listed throughout, never Terminating; Prometheus scrapes the pods
+  of the last `up`;
 - a generated Secret keeps the data of its first apply, as Pulumi keeps a random resource's
   value, and takes new data when its generation annotation changes (the JWT key's, with
   `restApi.keyGeneration`, the random resource's `keepers`); what stays different: the mock
@@ -167,9 +199,13 @@ from typing import Any, Literal
 
 from slurm_stack.sandbox.kube_api import PORT as KUBE_API_PORT
 from slurm_stack.sandbox.kube_api import (
+    ROOT_CA_CONFIG_MAP,
     SERVICE_ACCOUNT_DIR,
+    gets_token,
     kube_api_address,
+    projects_token,
     service_account_dir,
+    service_account_of,
 )
 from slurm_stack.spec.quantity import parse_quantity
 
@@ -347,10 +383,14 @@ def plan(
     ips: Mapping[str, str] | None = None,
     image_tag: str = "",
     gpu_devices: Mapping[str, Sequence[int]] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> Plan:
     """The sandbox plan for ``manifests`` (rendered with secrets shown).
 
-    ``ips`` keeps the addresses of pods that already exist; new pods get the lowest free ones.
+    ``ips`` keeps the addresses of pods that already exist (and of pods that may come back:
+    no new pod takes one of them); new pods get the lowest free ones.
+    ``sizes`` gives StatefulSets (by name) another size than their manifest's replicas: the
+    live size of one whose size a scaler owns (statefulsets.py).
     ``image_tag`` tags the local builds that replace upstream images (`LOCAL_IMAGES`).
     ``gpu_devices`` gives GPU pods the minors of their fake GPUs (default: 0 to request - 1).
     """
@@ -366,11 +406,16 @@ def plan(
         if m.get("immutable")
     }
 
+    sizes = sizes or {}
     templates = [
         (f"{m['metadata']['name']}-{i}", m, False)
         for kind in ("StatefulSet", "Deployment")
         for m in by_kind.get(kind, [])
-        for i in range(m["spec"].get("replicas", 1))
+        for i in range(
+            sizes.get(m["metadata"]["name"], m["spec"].get("replicas", 1))
+            if kind == "StatefulSet"
+            else m["spec"].get("replicas", 1)
+        )
     ] + [(m["metadata"]["name"], m, True) for m in by_kind.get("Job", [])]
     statefulsets = {m["metadata"]["name"]: m for m in by_kind.get("StatefulSet", [])}
     # A CronJob's pod runs only when asked (`sandbox run-cronjob`): the sandbox has no clock.
@@ -418,8 +463,14 @@ def plan(
         containers = _containers(
             name, pod_spec, volumes, secrets, image_tag, state_dir, gpu_devices or {}
         )
-        if pod_spec.get("automountServiceAccountToken"):
-            containers = _with_api_access(containers, state_dir, subnet)
+        if gets_token(pod_spec):
+            containers = _with_api_access(
+                containers,
+                state_dir,
+                subnet,
+                service_account_of(workload),
+                automount=bool(pod_spec.get("automountServiceAccountToken")),
+            )
         pods.append(
             Pod(
                 name,
@@ -455,26 +506,73 @@ def plan(
 
 
 def _with_api_access(
-    containers: tuple[Container, ...], state_dir: str, subnet: str
+    containers: tuple[Container, ...],
+    state_dir: str,
+    subnet: str,
+    account: tuple[str, str],
+    *,
+    automount: bool,
 ) -> tuple[Container, ...]:
     """What the kubelet gives a pod that mounts its ServiceAccount token: the API server's
-    address in the environment and the token, CA and namespace at the standard path; here,
-    the sandbox's stand-in API (kube_api.py)."""
-    account = Mount(service_account_dir(state_dir), SERVICE_ACCOUNT_DIR, True)
+    address in every container's environment and, when the token is automounted, the
+    token, CA and namespace at the standard path in every container (a projected volume is
+    mounted where the pod spec says); here, the sandbox's stand-in API (kube_api.py)."""
+    volume = Mount(service_account_dir(state_dir, *account), SERVICE_ACCOUNT_DIR, True)
     address = (
         ("KUBERNETES_SERVICE_HOST", kube_api_address(subnet)),
         ("KUBERNETES_SERVICE_PORT", str(KUBE_API_PORT)),
     )
     return tuple(
-        replace(c, env=(*c.env, *address), mounts=(*c.mounts, account)) for c in containers
+        replace(c, env=(*c.env, *address), mounts=(*c.mounts, volume) if automount else c.mounts)
+        for c in containers
     )
 
 
+# The files of a projected ServiceAccount volume of the kubelet's shape, by source: what the
+# sandbox's ServiceAccount directory holds (kube_api.SandboxKubeApi.prepare).
+_TOKEN_FILES = {"serviceAccountToken": "token", "configMap": "ca.crt", "downwardAPI": "namespace"}
+
+
+def _service_account_volume(
+    pod: str, name: str, projected: Manifest, workload: Manifest, state_dir: str
+) -> str:
+    """The host directory of a projected volume of a ServiceAccount token, the cluster's CA
+    (ConfigMap kube-root-ca.crt) and the namespace: the sandbox's directory of the pod's
+    ServiceAccount. A projected volume of other sources is refused."""
+    for source in projected.get("sources") or []:
+        [kind] = source.keys()
+        entry = source[kind]
+        if kind == "serviceAccountToken":
+            paths = [entry.get("path")]
+        elif kind == "configMap" and entry.get("name") == ROOT_CA_CONFIG_MAP:
+            items = entry.get("items") or [{"key": "ca.crt", "path": "ca.crt"}]
+            paths = [item["path"] for item in items if item.get("key") == "ca.crt"]
+            paths += ["" for item in items if item.get("key") != "ca.crt"]
+        elif kind == "downwardAPI":
+            items = entry.get("items") or []
+            paths = [
+                item["path"] if item.get("fieldRef", {}).get("fieldPath") == "metadata.namespace"
+                else ""
+                for item in items
+            ]  # fmt: skip
+        else:
+            paths = [""]
+        if any(path != _TOKEN_FILES.get(kind) for path in paths):
+            raise ValueError(
+                f"{pod}: projected volume {name}: the sandbox projects a ServiceAccount token "
+                "volume of the kubelet's shape alone (serviceAccountToken at token, "
+                f"{ROOT_CA_CONFIG_MAP}'s ca.crt at ca.crt, metadata.namespace at namespace)"
+            )
+    return service_account_dir(state_dir, *service_account_of(workload))
+
+
 def _allocate_ips(names: list[str], subnet: str, existing: Mapping[str, str]) -> dict[str, str]:
-    """Keep the address of every pod that had one; give new pods the lowest free ones."""
+    """Keep the address of every pod that had one; give new pods the lowest free ones (none
+    that ``existing`` holds for a pod not planned now, which may come back)."""
     hosts = list(ipaddress.ip_network(subnet).hosts())[9:]  # .1-.9 for the gateway and tools
     kept = {name: existing[name] for name in names if name in existing}
-    free = (str(ip) for ip in hosts if str(ip) not in set(kept.values()))
+    taken = set(existing.values())
+    free = (str(ip) for ip in hosts if str(ip) not in taken)
     try:
         return {name: kept[name] if name in kept else next(free) for name in names}
     except StopIteration:
@@ -636,6 +734,11 @@ def _volumes(
                 read_only_volumes.add(paths[name])
         elif "hostPath" in volume:
             paths[name] = f"{state_dir}/hostpath{volume['hostPath']['path']}"
+        elif "projected" in volume and projects_token(volume):
+            paths[name] = _service_account_volume(
+                pod, name, volume["projected"], workload, state_dir
+            )
+            read_only_volumes.add(paths[name])  # shared by the account's pods: no fsGroup
         elif "configMap" in volume or "secret" in volume:
             source = volume.get("configMap") or volume["secret"]
             if "configMap" in volume:

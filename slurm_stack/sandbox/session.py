@@ -4,7 +4,6 @@ import hashlib
 import os
 import re
 import shlex
-import stat
 import subprocess
 import sys
 from collections.abc import Collection, Mapping, Sequence
@@ -17,26 +16,45 @@ from slurm_stack.sandbox.apply import (
     ApplyReport,
     Log,
     SandboxError,
+    install_fake_gpu_tools,
     network_name,
     unmount_below,
 )
 from slurm_stack.sandbox.exec_probes import NsenterExec
 from slurm_stack.sandbox.images import ROOT, ensure_images
 from slurm_stack.sandbox.kube_api import PORT as KUBE_API_PORT
-from slurm_stack.sandbox.kube_api import SandboxKubeApi, wants_kube_api
+from slurm_stack.sandbox.kube_api import SERVICE_ACCOUNT_DIR, SandboxKubeApi, wants_kube_api
 from slurm_stack.sandbox.liveness import start_prober, stop_prober
-from slurm_stack.sandbox.plan import (
-    FAKE_DRIVER_LIBRARY_NAME,
-    NVIDIA_MAJOR,
-    Plan,
-    fake_gpu_minor,
-    plan,
-)
+from slurm_stack.sandbox.plan import Plan, plan
 from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
 from slurm_stack.sandbox.prometheus import SandboxPrometheus, wants_prometheus
 from slurm_stack.sandbox.prometheus import ensure_image as ensure_prometheus_image
 from slurm_stack.sandbox.stack import SANDBOX_USER, cluster_name, render_for_sandbox
-from slurm_stack.sandbox.state import DEFAULT_ROOT, SandboxRecord, SandboxState, load_records
+from slurm_stack.sandbox.state import (
+    DEFAULT_ROOT,
+    SandboxRecord,
+    SandboxState,
+    hold_ips,
+    hold_pods,
+    load_records,
+)
+from slurm_stack.sandbox.statefulsets import (
+    ControllerInputs,
+    forget_statefulsets,
+    inputs_file,
+    is_elastic,
+    kept_addresses,
+    live_sizes,
+    lost_pods,
+    planned_sizes,
+    record_sizes,
+    save_inputs,
+    save_lost,
+    save_observed,
+    settled,
+    start_controller,
+    stop_controller,
+)
 from slurm_stack.spec.models import IMAGE_REVISION, ClusterSpec
 from slurm_stack.stackfile import project_name
 
@@ -355,6 +373,20 @@ def format_table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> st
 # -- a sandbox ---------------------------------------------------------------------------------
 
 
+def api_server_image(current: Plan) -> str:
+    """The image whose python3 runs the stand-in API: the node-state controller's (the ops
+    image), else that of a container that mounts a ServiceAccount token (its programs talk
+    to the API in Python)."""
+    containers = [(p, c) for p in current.pods for c in p.containers]
+    for pod, container in containers:
+        if pod.component == "node-state" and container.name == "node-state":
+            return container.image
+    for _, container in containers:
+        if any(mount.target == SERVICE_ACCOUNT_DIR for mount in container.mounts):
+            return container.image
+    raise SandboxError("no pod mounts a ServiceAccount token: nothing needs the stand-in API")
+
+
 def subnet_for(sandbox: str) -> str:
     """A /24 of its own for each sandbox, so two stacks can run side by side."""
     n = int(hashlib.sha256(sandbox.encode()).hexdigest(), 16) % 200 + 20
@@ -381,30 +413,50 @@ class Sandbox:
         self._quick_exec = NsenterExec(self.podman.main_pid)
         self._outputs: dict[str, object] = {}
         self._manifests: list[dict[str, Any]] = []
+        self._sizes: dict[str, int] = {}  # each StatefulSet's size in the plan
+        self._live_sizes: dict[str, int] = {}  # the live sizes the plan followed
+        self._elastic = False  # whether a StatefulSet's size is a scaler's
         # This cluster's pods as the last collision check listed them (`Applier.seed`).
         self._listed_pods: list[dict[str, object]] | None = None
 
     # -- building the plan --------------------------------------------------------------------
 
     def render(self) -> Plan:
-        """Render the stack and plan its pods (addresses kept from earlier applies); refused
-        while the state directory is another running cluster's (rendering writes there)."""
+        """Render the stack and plan its pods (addresses kept from earlier applies; elastic
+        StatefulSets at their live size, `planned_sizes`); refused while the state directory
+        is another running cluster's (rendering writes there)."""
         self._refuse_shared_state()
         self.state.root.mkdir(parents=True, exist_ok=True)
         stack = render_for_sandbox(self.stack_file, self.project, self.state)
         self._spec = stack.spec
         self._outputs = stack.outputs
         self._manifests = stack.manifests
-        self._plan = plan(
-            stack.manifests,
-            str(self.state.root),
-            subnet_for(stack.spec.name),
-            ips=self.state.load_ips(),
-            image_tag=f"{stack.spec.slurm_version}-{IMAGE_REVISION}",
-            gpu_devices=self.state.load_gpu_devices(),
-        )
-        self.state.save_ips({pod.name: pod.ip for pod in self._plan.pods})
+        return self._plan_pods()
+
+    def _plan_pods(self) -> Plan:
+        """Plan the rendered objects' pods at the StatefulSets' sizes as they are now."""
+        self._live_sizes = live_sizes(self.state)
+        self._sizes = planned_sizes(self._manifests, self._live_sizes)
+        self._elastic = any(is_elastic(m) for m in self._manifests)
+        with hold_ips(self.state):
+            known = self.state.load_ips()
+            self._plan = plan(
+                self._manifests,
+                str(self.state.root),
+                subnet_for(self.spec.name),
+                ips=known,
+                image_tag=self.image_tag,
+                gpu_devices=self.state.load_gpu_devices(),
+                sizes=self._sizes,
+            )
+            kept = kept_addresses(known, self._manifests)
+            self.state.save_ips({**kept, **{pod.name: pod.ip for pod in self._plan.pods}})
         return self._plan
+
+    @property
+    def image_tag(self) -> str:
+        """The tag of the project's local images for the stack's Slurm version."""
+        return f"{self.spec.slurm_version}-{IMAGE_REVISION}"
 
     @property
     def spec(self) -> ClusterSpec:
@@ -487,7 +539,9 @@ class Sandbox:
     # -- commands -----------------------------------------------------------------------------
 
     def up(self, *, build: bool = True) -> ApplyReport:
-        """Set up podman, build images if their inputs changed, render, apply; idempotent."""
+        """Set up podman, build images if their inputs changed, render, apply; idempotent.
+        Holds the pods lock (`hold_pods`) from the render on: the StatefulSet controller
+        stand-in waits for it."""
         if build:
             subprocess.run(["bash", str(ROOT / "scripts" / "setup-podman.sh")], check=True)
         self._listed_pods = None
@@ -495,6 +549,20 @@ class Sandbox:
         built = build and ensure_images(self.spec.slurm_version)
         if built:
             self.log("images built")
+        with hold_pods(self.state, self.log):
+            report = self._apply_stack(built)
+        if wants_prometheus(self._manifests):
+            prometheus = self.prometheus()
+            changed = prometheus.write_config(self._manifests, self.current_plan.hosts)
+            if changed or not prometheus.running():
+                prometheus.start(ensure_prometheus_image(self.podman))
+            self.log(f"Prometheus (from the ServiceMonitors and PrometheusRules): {prometheus.url}")
+        # The outputs the next run reads back, recorded only for an `up` that succeeded.
+        self.state.save_outputs(self._outputs)
+        return report
+
+    def _apply_stack(self, built: bool) -> ApplyReport:
+        """`up`'s render and apply, the stand-in API and the background processes."""
         applier = self.applier()
         applier.prefetch_image_ids(self.state.load_plan_images())
         current = self.render()
@@ -504,34 +572,36 @@ class Sandbox:
         if self._listed_pods is not None and not built:
             applier.seed(self._listed_pods)
         self._listed_pods = None
+        # What Pulumi's state holds: each StatefulSet's size (an elastic one keeps its live
+        # size), and that its pods are brought to it by this apply.
+        record_sizes(self.state, self._manifests, self._sizes)
+        save_observed(self.state, self._sizes)
         if wants_kube_api(self._manifests):
             # Up before the pods, as an API server is: the controller's first pass finds it.
             kube_api = self.kube_api()
-            kube_api.prepare(self._manifests)
+            kube_api.prepare(self._manifests, self._sizes)
             applier.ensure_network(current)
-            # The controller's own image (the ops image) has the python3 the server needs.
-            image = next(
-                c.image
-                for p in current.pods
-                if p.component == "node-state"
-                for c in p.containers
-                if c.name == "node-state"
-            )
-            kube_api.start(image)
+            kube_api.start(api_server_image(current))
             self.log(f"stand-in Kubernetes API: https://{kube_api.address}:{KUBE_API_PORT}")
         # The kubelet's liveness probes, for the pods the apply starts (or keeps) from now.
         if start_prober(self.state):
             self.log(f"liveness prober started (events: {self.state.liveness_events_file})")
-        report = applier.apply(current)
-        if wants_prometheus(self._manifests):
-            prometheus = self.prometheus()
-            changed = prometheus.write_config(self._manifests, current.hosts)
-            if changed or not prometheus.running():
-                prometheus.start(ensure_prometheus_image(self.podman))
-            self.log(f"Prometheus (from the ServiceMonitors and PrometheusRules): {prometheus.url}")
-        # The outputs the next run reads back, recorded only for an `up` that succeeded.
-        self.state.save_outputs(self._outputs)
-        return report
+        if self._elastic:
+            inputs = ControllerInputs(
+                self.name, self._manifests, subnet_for(self.spec.name), self.image_tag
+            )
+            save_inputs(self.state, inputs)
+            if start_controller(self.state):
+                self.log(f"StatefulSet controller started (log: {self.state.controller_log})")
+        else:
+            stop_controller(self.state)
+        return applier.apply(current)
+
+    def statefulsets_settled(self) -> bool:
+        """Whether the StatefulSet controller stand-in has acted on every size change and pod
+        deletion the stand-in API took: what to wait for after a scale or a delete, before
+        looking at the pods (its log: `SandboxState.controller_log`)."""
+        return settled(self.state)
 
     def kube_api(self) -> SandboxKubeApi:
         """The stand-in Kubernetes API this sandbox runs when a pod reads the API."""
@@ -552,12 +622,16 @@ class Sandbox:
         stack's (a copy of this stack file may stop its own sandbox)."""
         self.refuse_collision("down", stopping=True)
         stop_prober(self.state)  # first: no liveness kill while the pods stop
+        inputs_file(self.state).unlink(missing_ok=True)  # a controller still loading exits
+        stop_controller(self.state)  # and no pod started while they stop
         self.prometheus().stop()
         self.kube_api().stop()
-        removed = self.applier().down(graceful=not delete_data)
-        if delete_data:
-            unmount_below(self.state.root, include_itself=False)
-            subprocess.run(["rm", "-rf", "--one-file-system", str(self.state.root)], check=True)
+        with hold_pods(self.state, self.log):
+            removed = self.applier().down(graceful=not delete_data)
+            forget_statefulsets(self.state)  # deleted with their pods
+            if delete_data:
+                unmount_below(self.state.root, include_itself=False)
+                subprocess.run(["rm", "-rf", "--one-file-system", str(self.state.root)], check=True)
         return removed
 
     def node_container(self, node: str) -> str:
@@ -571,7 +645,13 @@ class Sandbox:
 
     @property
     def current_plan(self) -> Plan:
-        return self._plan or self.render()
+        """The plan of the last render, planned again when a StatefulSet's live size has
+        changed since (the controller stand-in started or stopped pods)."""
+        if self._plan is None:
+            return self.render()
+        if self._elastic and live_sizes(self.state) != self._live_sizes:
+            return self._plan_pods()
+        return self._plan
 
     def pod_of(self, component: str) -> str:
         """The first long-running pod of a component (controller, login, …)."""
@@ -632,61 +712,45 @@ class Sandbox:
 
     def _install_fake_gpu_tools(self) -> None:
         """The fake nvidia-smi and driver library that GPU pods mount (see plan.py)."""
-        source = ROOT / "images" / "fake-gpu" / "nvidia-smi"
-        target = self.state.root / "fake-gpu" / "bin" / "nvidia-smi"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.exists():
-            target.write_bytes(source.read_bytes())
-            target.chmod(0o755)
-        library = self.state.root / "fake-gpu" / "lib" / FAKE_DRIVER_LIBRARY_NAME
-        library.parent.mkdir(parents=True, exist_ok=True)
-        library.write_text(
-            "TEST STAND-IN, not a library: it stands where the NVIDIA container runtime puts\n"
-            "the node's driver library, so the sandbox can show it reaching the jail.\n"
-        )
-        for pod in self.current_plan.pods:
-            devices = [source for c in pod.containers for source, _ in c.devices]
-            if any(source.startswith(f"{self.state.root}/fake-gpu/dev/") for source in devices):
-                (self.state.root / "fake-gpu" / pod.name).mkdir(parents=True, exist_ok=True)
-            for source in devices:
-                device = Path(source)
-                if device.parent == self.state.root / "fake-gpu" / "dev" and not device.exists():
-                    device.parent.mkdir(parents=True, exist_ok=True)
-                    minor = fake_gpu_minor(device.name)
-                    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(NVIDIA_MAJOR, minor))
-                    device.chmod(0o666)  # as the driver makes them; podman copies the mode
+        install_fake_gpu_tools(self.state, self.current_plan)
 
     def kill_pod(self, name: str, come_back: bool = True) -> ApplyReport:
         """Kill a long-running pod without its preStop hook or grace, as a crash or a lost
         node would, then let its controller bring it back under the same name (`apply`).
         ``come_back=False``: leave it gone until the next apply, as a StatefulSet leaves the
-        pod of a lost node until the node is known to be gone (minutes)."""
+        pod of a lost node until the node is known to be gone (minutes); the StatefulSet
+        controller stand-in leaves it too (its object stays: `statefulsets.lost_pods`)."""
         self.claim("kill-pod")
-        self.node_container(name)  # a KeyError naming the pods if there is no such pod
-        self.applier().kill_pod(name)
-        if not come_back:
-            return ApplyReport((), (), (), ())
-        return self.applier().apply(self.current_plan)
+        with hold_pods(self.state, self.log):
+            self.node_container(name)  # a KeyError naming the pods if there is no such pod
+            self.applier().kill_pod(name)
+            if not come_back:
+                save_lost(self.state, lost_pods(self.state) | {name})
+                return ApplyReport((), (), (), ())
+            return self.applier().apply(self.current_plan)
 
     def restore(self) -> ApplyReport:
         """Start what the stack has and the sandbox lacks (a pod left gone), changing
         nothing else: the controllers' next sync."""
-        return self.applier().apply(self.current_plan)
+        with hold_pods(self.state, self.log):
+            return self.applier().apply(self.current_plan)
 
     def delete_pod(self, name: str) -> ApplyReport:
         """Delete a pod as `kubectl delete pod` or an eviction (`kubectl drain`) does: its
         preStop hook and grace period, then its controller brings it back under the same
         name (`apply`)."""
         self.claim("delete-pod")
-        self.node_container(name)  # a KeyError naming the pods if there is no such pod
-        applier = self.applier()
-        applier.remove_pod(name)
-        return applier.apply(self.current_plan)
+        with hold_pods(self.state, self.log):
+            self.node_container(name)  # a KeyError naming the pods if there is no such pod
+            applier = self.applier()
+            applier.remove_pod(name)
+            return applier.apply(self.current_plan)
 
     def run_cron_job(self, name: str) -> None:
         """Run one of the stack's CronJobs now."""
         self.claim("run-cronjob")
-        self.applier().run_cron_job(self.current_plan, name)
+        with hold_pods(self.state, self.log):
+            self.applier().run_cron_job(self.current_plan, name)
 
     def status(self) -> str:
         """Pods as `kubectl get pods` shows them (READY, STATUS), then `sinfo` from the

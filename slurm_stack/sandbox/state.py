@@ -7,8 +7,12 @@ keeps this directory, as deleting a Kubernetes workload keeps its volumes; `down
 removes it.
 """
 
+import contextlib
+import fcntl
 import json
 import os
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,6 +181,39 @@ class SandboxState:
         return self.liveness_dir / "events.log"
 
     @property
+    def pods_lock_file(self) -> Path:
+        """Held (`hold_pods`) by whatever starts or stops pods: a command's apply, the
+        StatefulSet controller stand-in's pass."""
+        return self.root / "pods.lock"
+
+    @property
+    def ips_lock_file(self) -> Path:
+        """Held while the pods' addresses are handed out and saved (`ips_file`)."""
+        return self.root / "ips.lock"
+
+    @property
+    def kube_api_dir(self) -> Path:
+        """The stand-in Kubernetes API's files (kube_api.py)."""
+        return self.root / "kube-api"
+
+    @property
+    def kube_api_live_dir(self) -> Path:
+        """What the stand-in API writes (the one directory it may): StatefulSet sizes and pod
+        deletions, read by the StatefulSet controller stand-in."""
+        return self.kube_api_dir / "live"
+
+    @property
+    def controller_dir(self) -> Path:
+        """The StatefulSet controller stand-in's files (statefulsets.py): its inputs, what it
+        has acted on, its log, its PID."""
+        return self.root / "statefulset-controller"
+
+    @property
+    def controller_log(self) -> Path:
+        """What the StatefulSet controller stand-in did, a line each."""
+        return self.controller_dir / "controller.log"
+
+    @property
     def ssh_key(self) -> Path:
         return self.root / "ssh" / "id_ed25519"
 
@@ -225,6 +262,54 @@ class SandboxState:
             )
             self.ssh_key.with_suffix(".pub").write_bytes(public + b" sandbox\n")
         return self.ssh_key.with_suffix(".pub").read_text().strip()
+
+
+_held: dict[Path, tuple[threading.RLock, list[int]]] = {}  # per lock file: lock, [fd, depth]
+_held_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def hold_pods(state: SandboxState, log: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the sandbox's pods lock while the block runs: one process at a time starts and
+    stops its pods (a command's apply, the StatefulSet controller stand-in), as one controller
+    owns a StatefulSet's pods. Re-entrant within a thread; another thread or process waits
+    (``log`` says so once, when it has to)."""
+    with _held_guard:
+        lock, held = _held.setdefault(state.pods_lock_file, (threading.RLock(), [-1, 0]))
+    with lock:
+        if held[1] == 0:
+            held[0] = take_lock(state.pods_lock_file, log, "the sandbox's pods")
+        held[1] += 1
+        try:
+            yield
+        finally:
+            held[1] -= 1
+            if held[1] == 0:
+                os.close(held[0])
+
+
+@contextlib.contextmanager
+def hold_ips(state: SandboxState) -> Iterator[None]:
+    """Hold the addresses lock while the block reads, hands out and saves addresses."""
+    fd = take_lock(state.ips_lock_file, None, "the pods' addresses")
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def take_lock(path: Path, log: Callable[[str], None] | None, what: str) -> int:
+    """A descriptor holding an exclusive lock on ``path`` (created if missing); waits for it,
+    saying so through ``log`` first if another holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if log is not None:
+            log(f"waiting for {what}: another command or the StatefulSet controller acts on them")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 def load_records(base: Path = DEFAULT_ROOT) -> list[SandboxRecord]:
