@@ -140,6 +140,7 @@ def test_every_alert_and_panel_reads_this_clusters_series_only() -> None:
     assert names == [
         "SlurmNodeDrainedByHealthCheck",
         "SlurmNodesDown",
+        "SlurmElasticStartFailing",
         "SlurmControllerUnreachable",
         "SlurmJobsPendingOnIdleNodes",
         "SlurmdbdUnreachable",
@@ -157,6 +158,23 @@ def test_every_alert_and_panel_reads_this_clusters_series_only() -> None:
     [text] = config_map["data"].values()
     assert json.loads(text)["panels"][0]["title"] == "Nodes by state"
     assert prometheus_rule(spec)["spec"]["groups"][0]["rules"] == alert_rules(spec)
+
+
+def test_elastic_failures_alert_per_pool_and_the_pool_size_panel_counts_running_nodes() -> None:
+    spec = _metrics_spec()
+    own = 'namespace="slurm-itest",service="itest-metrics"'
+    [rule] = [r for r in alert_rules(spec) if r["alert"] == "SlurmElasticStartFailing"]
+    assert rule["expr"] == f"sum by (pool) (slurm_stack_nodes_elastic_failed{{{own}}}) > 0"
+    assert rule["for"] == "2m" and rule["labels"] == {"severity": "warning"}
+    assert "{{ $labels.pool }}" in rule["annotations"]["summary"]
+    description = rule["annotations"]["description"]
+    assert "sinfo -R" in description and "scontrol show node <node>" in description
+    assert "kubectl -n slurm-itest describe pod <node>" in description
+    [panel] = [p for p in dashboard(spec)["panels"] if p["title"] == "Elastic pool size"]
+    assert [t["expr"] for t in panel["targets"]] == [
+        f'sum by (pool) (slurm_stack_nodes_by_power{{{own},power=~"up|powering_down"}})'
+    ]
+    assert panel["fieldConfig"]["defaults"]["unit"] == "short"
 
 
 def test_without_accounting_or_gpus_the_alerts_that_need_them_are_left_out() -> None:

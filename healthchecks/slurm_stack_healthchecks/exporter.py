@@ -70,11 +70,32 @@ _STATE_CLASSES = {
     "fail": "down",
     "failing": "down",
 }
+# Power saving (elastic pools) as the long state shows it. Slurm prints one suffix at most,
+# the first that applies of $ ^ @ # % ~ ! * (node_state_string, the same in 24.11 and 26.05);
+# maint, reboot, fail and failing states hide the power flags, and those nodes count as up. A
+# power flag with no base state is printed as its own name (``powered_down``).
+POWER_STATES = ("up", "powering_up", "powering_down", "powered_down")
+_POWER_SUFFIXES = {
+    "#": "powering_up",
+    "%": "powering_down",
+    # A power down requested: the node is still up until Slurm starts powering it down.
+    "!": "powering_down",
+    "~": "powered_down",
+}
+_POWER_NAMES = {
+    "power_up": "powering_up",
+    "powering_up": "powering_up",
+    "power_down": "powering_down",
+    "powering_down": "powering_down",
+    "powered_down": "powered_down",
+}
+# What the elastic pools' resume, suspend and resume-fail programs start a node's reason with.
+ELASTIC_PREFIX = "elastic:"
 
 
 @dataclass(frozen=True)
 class Node:
-    """One node: its pool, state class, drain owner and reason, GPUs."""
+    """One node: its pool, state class, drain owner and reason, GPUs, power state."""
 
     name: str
     pool: str
@@ -83,6 +104,12 @@ class Node:
     reason: str
     gpus_total: int
     gpus_alloc: int
+    power: str = "up"
+
+    @property
+    def elastic_failed(self) -> bool:
+        """Whether the node carries a reason an elastic pool's power programs left."""
+        return self.reason.startswith(ELASTIC_PREFIX)
 
 
 def state_class(state_long: str) -> str:
@@ -92,6 +119,15 @@ def state_class(state_long: str) -> str:
     if state.endswith("*"):
         return "down"
     return _STATE_CLASSES.get(state.rstrip(_STATE_FLAGS), "other")
+
+
+def power_state(state_long: str) -> str:
+    """One of :data:`POWER_STATES`: ``powering_up`` (``#``), ``powering_down`` (``%``, or
+    ``!``: requested), ``powered_down`` (``~``), else ``up``, whatever the base state."""
+    state = state_long.strip().lower()
+    if state in _POWER_NAMES:
+        return _POWER_NAMES[state]
+    return _POWER_SUFFIXES.get(state[-1:], "up")
 
 
 def drain_owner(reason: str) -> str:
@@ -127,7 +163,8 @@ def parse_nodes(text: str, pools: Sequence[str]) -> list[Node]:
         except ValueError:
             total = used = 0
         owner = drain_owner(reason) if state == "drain" else None
-        nodes[name] = Node(name, pool, state, owner, reason, total, used)
+        power = power_state(state_long)
+        nodes[name] = Node(name, pool, state, owner, reason, total, used, power)
     return list(nodes.values())
 
 
@@ -258,6 +295,14 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
         "1 for each drained or draining node, with its reason",
         ("node", "pool", "owner", "reason"),
     ),
+    "slurm_stack_nodes_by_power": (
+        "Nodes by pool and power state (up, powering_up, powering_down, powered_down)",
+        ("pool", "power"),
+    ),
+    "slurm_stack_nodes_elastic_failed": (
+        "Nodes whose reason an elastic pool's power programs set (elastic: ...), by pool",
+        ("pool",),
+    ),
     "slurm_stack_gpus": ("GPUs of the nodes by pool", ("pool",)),
     "slurm_stack_gpus_allocated": ("GPUs allocated to jobs by pool", ("pool",)),
     "slurm_stack_jobs": (
@@ -312,11 +357,14 @@ def _sample(name: str, value: float, **labels: str) -> Sample:
 
 
 def node_samples(nodes: Iterable[Node], pools: Sequence[str]) -> Iterator[Sample]:
-    """Node, drain and GPU series; every pool and state class appears, with 0 where none."""
+    """Node, drain, power and GPU series; every pool, state class and power state appears,
+    with 0 where none."""
     nodes = list(nodes)
     states = ("idle", "alloc", "mixed", "drain", "down", "other")
     counts = Counter((n.pool, n.state) for n in nodes)
     drained = Counter((n.pool, n.drain_owner) for n in nodes if n.drain_owner)
+    powers = Counter((n.pool, n.power) for n in nodes)
+    elastic_failed = Counter(n.pool for n in nodes if n.elastic_failed)
     all_pools = list(dict.fromkeys([*pools, *(n.pool for n in nodes)]))
     for pool in all_pools:
         for state in states:
@@ -324,6 +372,10 @@ def node_samples(nodes: Iterable[Node], pools: Sequence[str]) -> Iterator[Sample
         for owner in ("healthcheck", "nccl", "other"):
             value = drained[(pool, owner)]
             yield _sample("slurm_stack_nodes_drained", value, pool=pool, owner=owner)
+        for power in POWER_STATES:
+            value = powers[(pool, power)]
+            yield _sample("slurm_stack_nodes_by_power", value, pool=pool, power=power)
+        yield _sample("slurm_stack_nodes_elastic_failed", elastic_failed[pool], pool=pool)
         in_pool = [n for n in nodes if n.pool == pool]
         yield _sample("slurm_stack_gpus", sum(n.gpus_total for n in in_pool), pool=pool)
         yield _sample("slurm_stack_gpus_allocated", sum(n.gpus_alloc for n in in_pool), pool=pool)

@@ -186,6 +186,18 @@ def alert_rules(spec: ClusterSpec) -> list[Manifest]:
             "slurmctld has not heard from these nodes; see sinfo -R.",
         ),
         _alert(
+            "SlurmElasticStartFailing",
+            f"sum by (pool) (slurm_stack_nodes_elastic_failed{own}) > 0",
+            "2m",
+            "warning",
+            "{{ $value }} nodes of pool {{ $labels.pool }} failed to power up or down: see "
+            "sinfo -R and kubectl describe pod",
+            "Their Slurm reasons start with elastic:; sinfo -R lists those of down nodes, "
+            "scontrol show node <node> any node's. For a node that did not start, "
+            f"kubectl -n {spec.namespace} describe pod <node> shows its pod's events (while the "
+            "pod exists): scheduling, image pull, probes.",
+        ),
+        _alert(
             "SlurmControllerUnreachable",
             f"slurm_stack_slurmctld_up{own} == 0 or absent(slurm_stack_slurmctld_up{own})",
             "5m",
@@ -271,8 +283,12 @@ def dashboard_panels(spec: ClusterSpec) -> list[tuple[str, str, list[str]]]:
     """(title, unit, expressions) of each panel."""
     own = _selector(spec)
     last = _selector(spec, 'stat="last"')
+    running = _selector(spec, 'power=~"up|powering_down"')
     panels = [
         ("Nodes by state", "short", [f"sum by (state) (slurm_stack_nodes{own})"]),
+        # A pool's nodes that came up and are not yet powered down: its pods, less those
+        # still starting.
+        ("Elastic pool size", "short", [f"sum by (pool) (slurm_stack_nodes_by_power{running})"]),
         (
             "Drained nodes by who drained them",
             "short",

@@ -1,8 +1,10 @@
 """The metrics exporter on outputs recorded from a sandbox cluster: a node drained by the NCCL
-benchmark, one drained by an administrator, running and pending jobs, a GPU node in use."""
+benchmark, one drained by an administrator, running and pending jobs, a GPU node in use. And on
+an elastic pool's nodes in every power state, as Slurm 24.11 and 26.05 print them."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -11,9 +13,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from slurm_stack_healthchecks.exporter import (
+    METRICS,
+    POWER_STATES,
     ExporterConfig,
     SlurmCollector,
     collect_samples,
@@ -21,11 +26,15 @@ from slurm_stack_healthchecks.exporter import (
     parse_nccl,
     parse_nodes,
     parse_sdiag,
+    power_state,
     state_class,
 )
 from slurm_stack_healthchecks.result import CheckResult
 from slurm_stack_healthchecks.results_file import write_results
 
+from slurm_stack.k8s.metrics import alert_rules, dashboard_panels
+from slurm_stack.spec import load_spec
+from tests.conftest import ROOT
 from tests.healthchecks.hc_helpers import HEALTHCHECKS_DIR, FakeRunner, done, fixture
 
 CONFIG = ExporterConfig(("cpu", "gpu"), ("main", "gpu"), accounting=True)
@@ -72,6 +81,139 @@ def _series(runner: FakeRunner, config: ExporterConfig = CONFIG) -> dict[tuple, 
 )
 def test_states_fall_into_classes(state: str, expected: str) -> None:
     assert state_class(state) == expected
+
+
+# Long states (sinfo's StateLong, %T) as node_state_string prints them, identical in Slurm
+# 24.11 and 26.05 (src/common/slurm_protocol_defs.c): one suffix at most, so a power flag and
+# "not responding" never show together, and maint, reboot and fail states hide the power flags.
+@pytest.mark.parametrize(
+    ("state", "expected_class", "expected_power"),
+    [
+        ("idle", "idle", "up"),
+        ("idle*", "down", "up"),
+        ("allocated+", "alloc", "up"),
+        ("idle~", "idle", "powered_down"),  # a CLOUD node with no pod: IDLE+CLOUD+POWERED_DOWN
+        ("down~", "down", "powered_down"),
+        ("drained~", "drain", "powered_down"),
+        ("idle#", "idle", "powering_up"),
+        ("mixed#", "mixed", "powering_up"),
+        ("allocated#", "alloc", "powering_up"),
+        ("down#", "down", "powering_up"),
+        ("draining#", "drain", "powering_up"),
+        ("idle%", "idle", "powering_down"),
+        ("completing%", "alloc", "powering_down"),
+        ("idle!", "idle", "powering_down"),  # a power down requested, not yet started
+        ("allocated!", "alloc", "powering_down"),
+        ("powered_down", "other", "powered_down"),  # the flag alone, no base state
+        ("powering_up", "other", "powering_up"),
+        ("maint", "other", "up"),
+        ("reboot^", "other", "up"),
+        ("fail", "down", "up"),
+        ("IDLE~", "idle", "powered_down"),
+    ],
+)
+def test_power_suffixes_keep_the_state_class(
+    state: str, expected_class: str, expected_power: str
+) -> None:
+    assert (state_class(state), power_state(state)) == (expected_class, expected_power)
+
+
+# An elastic gpu pool in every power state, as `sinfo` (NODES_ARGV) prints it: the same on both
+# versions but for c-gpu-6, mixed, draining and powering up, which 24.11 prints as drained
+# (its node_state_string counts only allocated and completing nodes as draining).
+_ELASTIC_SINFO = """\
+c-cpu-0|allocated|cpu|(null)|(null)|none|
+c-cpu-1|idle|cpu|(null)|(null)|none|
+c-gpu-0|mixed|gpu|gpu:h100:2|gpu:h100:1(IDX:0)|none|
+c-gpu-1|allocated#|gpu|gpu:h100:2|gpu:h100:2(IDX:0-1)|none|
+c-gpu-2|down~|gpu|gpu:h100:2|gpu:h100:0(IDX:N/A)|{failed}|
+c-gpu-2|down~|gpu|gpu:h100:2|gpu:h100:0(IDX:N/A)|{failed}|
+c-gpu-3|idle%|gpu|gpu:h100:2|gpu:h100:0(IDX:N/A)|none|
+c-gpu-4|idle~|gpu|gpu:h100:2|gpu:h100:0(IDX:N/A)|none|
+c-gpu-5|idle!|gpu|gpu:h100:2|gpu:h100:0(IDX:N/A)|none|
+c-gpu-6|{mixed_draining}#|gpu|gpu:h100:2|gpu:h100:1(IDX:0)|disk replaced, ticket 4711|
+c-gpu-7|idle#|gpu|gpu:h100:2|gpu:h100:0(IDX:N/A)|none|
+c-gpu-8|down#|gpu|gpu:h100:2|gpu:h100:0(IDX:N/A)|elastic: resume of c-gpu-8 failed|
+"""
+_START_FAILED = "elastic: pod c-gpu-2 did not register within 300s (startTimeoutSeconds)"
+ELASTIC_SINFO = {
+    version: _ELASTIC_SINFO.format(failed=_START_FAILED, mixed_draining=mixed_draining)
+    for version, mixed_draining in (("24.11", "drained"), ("26.05", "draining"))
+}
+
+
+@pytest.mark.parametrize("version", sorted(ELASTIC_SINFO))
+def test_an_elastic_pools_nodes_by_power_state_and_failure(version: str) -> None:
+    nodes = {n.name: n for n in parse_nodes(ELASTIC_SINFO[version], ["cpu", "gpu"])}
+    assert len(nodes) == 11  # c-gpu-2 is listed twice, counted once
+    power = {name: node.power for name, node in nodes.items()}
+    assert power == {
+        "c-cpu-0": "up",
+        "c-cpu-1": "up",
+        "c-gpu-0": "up",
+        "c-gpu-1": "powering_up",
+        "c-gpu-2": "powered_down",
+        "c-gpu-3": "powering_down",
+        "c-gpu-4": "powered_down",
+        "c-gpu-5": "powering_down",
+        "c-gpu-6": "powering_up",
+        "c-gpu-7": "powering_up",
+        "c-gpu-8": "powering_up",
+    }
+    assert [n for n in nodes if nodes[n].elastic_failed] == ["c-gpu-2", "c-gpu-8"]
+    assert nodes["c-gpu-2"].reason == _START_FAILED
+    # The existing classes read through the power suffix.
+    assert (nodes["c-gpu-4"].state, nodes["c-gpu-2"].state) == ("idle", "down")
+    assert (nodes["c-gpu-6"].state, nodes["c-gpu-6"].drain_owner) == ("drain", "other")
+    assert nodes["c-gpu-8"].drain_owner is None  # down, not drained
+
+    series = _series(_recorded(sinfo=done(ELASTIC_SINFO[version])))
+    by_power = {
+        (labels["pool"], labels["power"]): value
+        for (name, *pairs), value in series.items()
+        if name == "slurm_stack_nodes_by_power"
+        for labels in [dict(pairs)]
+    }
+    assert by_power == {
+        ("cpu", "up"): 2,
+        ("cpu", "powering_up"): 0,
+        ("cpu", "powering_down"): 0,
+        ("cpu", "powered_down"): 0,
+        ("gpu", "up"): 1,
+        ("gpu", "powering_up"): 4,
+        ("gpu", "powering_down"): 2,
+        ("gpu", "powered_down"): 2,
+    }
+    assert series[("slurm_stack_nodes_elastic_failed", ("pool", "gpu"))] == 2
+    assert series[("slurm_stack_nodes_elastic_failed", ("pool", "cpu"))] == 0
+    # The existing series are unchanged in meaning: powered-down idle nodes are idle.
+    assert series[("slurm_stack_nodes", ("pool", "gpu"), ("state", "idle"))] == 4
+    assert series[("slurm_stack_nodes", ("pool", "gpu"), ("state", "down"))] == 2
+    assert series[("slurm_stack_nodes", ("pool", "gpu"), ("state", "drain"))] == 1
+    assert series[("slurm_stack_nodes_drained", ("owner", "other"), ("pool", "gpu"))] == 1
+    assert series[("slurm_stack_gpus", ("pool", "gpu"))] == 18
+    assert series[("slurm_stack_gpus_allocated", ("pool", "gpu"))] == 4
+
+
+def test_a_pool_without_power_saving_is_all_up_and_every_power_state_has_a_series() -> None:
+    series = _series(_recorded(), ExporterConfig(("cpu", "gpu", "spare"), ()))
+    for pool, nodes in (("cpu", 2), ("gpu", 2), ("spare", 0)):
+        for power in POWER_STATES:
+            key = ("slurm_stack_nodes_by_power", ("pool", pool), ("power", power))
+            assert series[key] == (nodes if power == "up" else 0)
+        assert series[("slurm_stack_nodes_elastic_failed", ("pool", pool))] == 0
+    failed = _series(_recorded(sinfo=done("", 1, "slurm_load_node: Unable to contact")))
+    assert not [key for key in failed if key[0].startswith("slurm_stack_nodes_")]
+
+
+def test_every_alert_and_panel_reads_series_the_exporter_serves() -> None:
+    raw = yaml.safe_load((ROOT / "tests" / "cluster" / "Pulumi.itest.yaml").read_text())
+    spec = load_spec(raw["config"]["slurm-stack:cluster"])
+    expressions = [rule["expr"] for rule in alert_rules(spec)]
+    expressions += [expr for _, _, exprs in dashboard_panels(spec) for expr in exprs]
+    read = {name for expr in expressions for name in re.findall(r"\bslurm_stack_\w+", expr)}
+    assert {"slurm_stack_nodes_by_power", "slurm_stack_nodes_elastic_failed"} <= read
+    assert read <= set(METRICS), read - set(METRICS)
 
 
 def test_drain_owners_follow_our_reason_prefixes() -> None:
