@@ -87,6 +87,22 @@ def pool_name(cluster: str, pool: str) -> str:
     return f"{cluster}-{pool}"
 
 
+def elastic_partition_name(pool: str) -> str:
+    """The hidden partition over an elastic pool's nodes: it carries the pool's SuspendTime
+    and ResumeTimeout, which Slurm sets per partition (24.11 has no per-node SuspendTime)."""
+    return f"elastic-{pool}"
+
+
+# An elastic pool's StatefulSet carries this annotation: its live size belongs to the scaler
+# (Slurm's ResumeProgram/SuspendProgram), and `pulumi up` (ignoreChanges) and the sandbox
+# leave it alone.
+SCALED_BY_ANNOTATION = "slurm-stack.io/scaled-by"
+SCALED_BY_POWER_SAVING = "slurm-power-saving"
+
+# The scaler's settings, beside slurm.conf in the config ConfigMap.
+ELASTIC_CONFIG_FILE = "elastic.json"
+
+
 def jail_claim_name(cluster: str) -> str:
     """The jail PVC's name when slurm-stack creates it."""
     return f"{cluster}-jail"

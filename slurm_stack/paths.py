@@ -58,6 +58,10 @@ SLURM_CLIENT_COMMANDS = (
 SLURM_CLIENT_PATHS = (*(f"/usr/bin/{name}" for name in SLURM_CLIENT_COMMANDS), SLURM_PLUGIN_DIR)
 CHROOT_PLUGIN = f"{PROJECT_LIB_DIR}/spank_chroot.so"
 HEALTHCHECK_PROGRAM = f"{PROJECT_LIB_DIR}/healthcheck"
+# slurmctld's power-saving programs: links to the healthcheck program, in the controller image.
+ELASTIC_RESUME = f"{PROJECT_LIB_DIR}/elastic-resume"
+ELASTIC_SUSPEND = f"{PROJECT_LIB_DIR}/elastic-suspend"
+ELASTIC_RESUME_FAIL = f"{PROJECT_LIB_DIR}/elastic-resume-fail"
 EPILOG = f"{PROJECT_LIB_DIR}/epilog"  # slurmd's, in worker pods
 CONTAINER_FETCH = f"{PROJECT_LIB_DIR}/container-fetch"  # pulls --container-image, in worker pods
 # containerRegistryAuth, root-only in worker pods; the fetch program reads it (same path).

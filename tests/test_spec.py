@@ -404,6 +404,8 @@ BASE: dict[str, Any] = {
 }
 
 DELETE = object()
+# What an elastic pool needs besides its bounds: CPUs Slurm knows before any pod runs.
+ELASTIC_RESOURCES = {"limits": {"cpu": "2", "memory": "1Gi"}}
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
@@ -1072,14 +1074,105 @@ INVALID = [
     bad(
         {"controller.maxNodeCount": 10, "workerPools[0].replicas": 8, "workerPools[1].replicas": 3},
         "controller.maxNodeCount",
-        "10 is less than the 11 worker replicas of all pools; raise it to at least 11",
+        "10 is less than the 11 worker nodes of all pools (replicas, and elastic.maxReplicas "
+        "of elastic pools); raise it to at least 11",
         id="replicas-exceed-max-node-count",
     ),
     bad(
         {"controller.maxNodeCount": 2, "workerPools[0].replicas": DELETE},
         "controller.maxNodeCount",
-        "2 is less than the 3 worker replicas",  # a pool without replicas counts 1
+        "2 is less than the 3 worker nodes",  # a pool without replicas counts 1
         id="default-replicas-count-toward-max-node-count",
+    ),
+    bad(
+        {
+            "workerPools[0].resources": ELASTIC_RESOURCES,
+            "workerPools[0].replicas": DELETE,
+            "controller.maxNodeCount": 10,
+            "workerPools[0].elastic": {"maxReplicas": 9},
+        },
+        "controller.maxNodeCount",
+        "10 is less than the 11 worker nodes",  # an elastic pool counts its maxReplicas
+        id="elastic-max-exceeds-max-node-count",
+    ),
+    bad(
+        {
+            "workerPools[0].resources": ELASTIC_RESOURCES,
+            "workerPools[0].replicas": DELETE,
+            "workerPools[0].elastic": {"minReplicas": 3, "maxReplicas": 2},
+        },
+        "workerPools[0].elastic.minReplicas",
+        "3 is more than maxReplicas (2): give at most 2, or raise maxReplicas",
+        id="elastic-min-above-max",
+    ),
+    bad(
+        {
+            "workerPools[0].replicas": 5,
+            "workerPools[0].resources": ELASTIC_RESOURCES,
+            "workerPools[0].elastic": {"maxReplicas": 4},
+        },
+        "workerPools[0].replicas",
+        "5 is outside the pool's elastic bounds (0-4): give a size within them, or drop "
+        "replicas (the pool then starts at minReplicas)",
+        id="elastic-replicas-outside-bounds",
+    ),
+    bad(
+        {
+            "workerPools[0].resources": ELASTIC_RESOURCES,
+            "workerPools[0].replicas": DELETE,
+            "workerPools[0].elastic": {"minReplicas": 1},
+        },
+        "workerPools[0].elastic.maxReplicas",
+        "required",
+        id="elastic-without-max",
+    ),
+    bad(
+        {
+            "workerPools[0].resources": ELASTIC_RESOURCES,
+            "workerPools[0].replicas": DELETE,
+            "workerPools[0].elastic": {"maxReplicas": 0},
+        },
+        "workerPools[0].elastic.maxReplicas",
+        "greater than or equal to 1",
+        id="elastic-max-zero",
+    ),
+    bad(
+        {
+            "workerPools[0].resources": ELASTIC_RESOURCES,
+            "workerPools[0].replicas": DELETE,
+            "workerPools[0].elastic": {"maxReplicas": 4, "idleSeconds": 1},
+        },
+        "workerPools[0].elastic.idleSeconds",
+        "greater than or equal to 5",
+        id="elastic-idle-too-short",
+    ),
+    bad(
+        {
+            "workerPools[0].elastic": {"maxReplicas": 4},
+            "workerPools[0].resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        },
+        "workerPools[0].resources.limits.cpu",
+        "Slurm must know their CPUs: set resources.limits.cpu to a whole number of CPUs, or "
+        "CPUs=<n> in nodeConfExtra",
+        id="elastic-without-cpus",
+    ),
+    bad(
+        {
+            "partitions[1].name": "elastic-cpu",
+            "workerPools[0].elastic": {"maxReplicas": 2},
+            "workerPools[0].resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+            "workerPools[0].replicas": DELETE,
+        },
+        "partitions[1].name",
+        "'elastic-cpu' is the hidden partition that holds the power-saving settings of "
+        "elastic pool workerPools[0]: pick another name",
+        id="partition-named-like-an-elastic-pools-hidden-one",
+    ),
+    bad(
+        {"controller.slurmConfExtra": ["SuspendTime=60"]},
+        "controller.slurmConfExtra[0]",
+        "workerPools[].elastic.idleSeconds",
+        id="global-suspend-time-is-owned",
     ),
     bad(
         {"slurmVersion": "24.11", "controller.metrics.enabled": True},
@@ -2310,7 +2403,7 @@ INVALID = [
     bad(
         {"workerPools[1].gpu": 8},
         "workerPools[1].gpu",
-        "unknown key; valid keys here: defMemPerCpu, drain, features, gpuType, gpus, "
+        "unknown key; valid keys here: defMemPerCpu, drain, elastic, features, gpuType, gpus, "
         "labelFeatures, name,",
         id="unknown-pool-key",
     ),

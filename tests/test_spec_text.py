@@ -159,7 +159,8 @@ def full_config() -> dict[str, Any]:
     cluster["topology"] = {"rootSwitch": "spine"}
     for i, pool in enumerate(cluster["workerPools"]):
         pool["switch"] = f"leaf-{i}"
-    last = cluster["workerPools"][-1]
+    # A fixed pool: an elastic one names its switch (its nodes exist before any pod runs).
+    last = next(pool for pool in reversed(cluster["workerPools"]) if "elastic" not in pool)
     del last["switch"]
     last["switchLabel"] = "network.example.com/leaf"
     last["labelFeatures"] = {"zone": "topology.kubernetes.io/zone"}

@@ -112,12 +112,35 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("directory", type=Path, help="slurmctld's StateSaveLocation")
     submit = commands.add_parser("nccl-submit", help="submit the NCCL benchmark to idle nodes")
     submit.add_argument("--dry-run", action="store_true", help="decide and log, submit nothing")
+    for program, what in ELASTIC_PROGRAMS.items():
+        elastic = commands.add_parser(program, help=what)
+        elastic.add_argument("nodes", help="Slurm hostlist of the nodes")
+    commands.add_parser("elastic-sync", help="create elastic pools' nodes powered down")
+    given_back = commands.add_parser(
+        "elastic-given-back", help="exit 0 when Slurm has given the node back or powers it up"
+    )
+    given_back.add_argument("node", help="Slurm node name")
+    retry = commands.add_parser(
+        "elastic-retry", help="return a pool's nodes that failed to start to service"
+    )
+    retry.add_argument("prefix", help="the pool's node name prefix, <statefulset>-")
     return parser
+
+
+# slurmctld's power-saving programs (ResumeProgram, SuspendProgram, ResumeFailProgram): links
+# to this program by these names, as slurmctld passes the hostlist as the only argument.
+ELASTIC_PROGRAMS = {
+    "elastic-resume": "ResumeProgram: start the pods of these nodes",
+    "elastic-suspend": "SuspendProgram: give back the pods of these nodes",
+    "elastic-resume-fail": "ResumeFailProgram: mark these nodes down, give back their pods",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if argv is None and (called_as := os.path.basename(sys.argv[0])) in ELASTIC_PROGRAMS:
+        args_list.insert(0, called_as)
     if not args_list or (args_list[0].startswith("-") and args_list[0] not in ("-h", "--help")):
         args_list.insert(0, "run")
     args = _parser().parse_args(args_list)
@@ -149,6 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: controller_in_control(run_command),
             lambda line: print(line, file=sys.stderr, flush=True),
         )
+    if args.command.startswith("elastic-"):
+        from .elastic_cli import run_elastic
+
+        return run_elastic(args, os.environ, run_command, sys.stderr)
     return run_quick(args.config, node_name(args.node), args.dry_run, sys.stderr)
 
 

@@ -3,6 +3,7 @@
 import pulumi
 from pulumi_kubernetes.apps.v1 import StatefulSet
 from pulumi_kubernetes.core.v1 import PersistentVolumeClaim, Service, ServiceAccount
+from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.components.timeouts import TIMEOUTS
@@ -14,6 +15,7 @@ from slurm_stack.k8s.controller import (
     has_backup,
     state_pvc,
 )
+from slurm_stack.k8s.elastic import scaler_binding, scaler_role
 from slurm_stack.k8s.identity import service_account
 from slurm_stack.spec.models import ClusterSpec
 
@@ -60,13 +62,25 @@ class Controller(pulumi.ComponentResource):
             service_account(spec, COMPONENT),
             child_options(self),
         )
+        grants = []
+        if spec.elastic_pools:
+            role = register(Role, f"{name}-elastic-scaler", scaler_role(spec), child_options(self))
+            grants = [
+                role,
+                register(
+                    RoleBinding,
+                    f"{name}-elastic-scaler-binding",
+                    scaler_binding(spec),
+                    child_options(self, depends_on=[account, role]),
+                ),
+            ]
         self.statefulset = register(
             StatefulSet,
             name,
             controller_statefulset(spec, config_hash),
             child_options(
                 self,
-                depends_on=[state, account, *pods_service, *depends_on],
+                depends_on=[state, account, *grants, *pods_service, *depends_on],
                 timeout=TIMEOUTS["slurmctld"],
             ),
         )

@@ -73,11 +73,14 @@ def child_options(
     delete_timeout: str | None = None,
     secret_outputs: list[str] | None = None,
     previously: str | None = None,
+    ignore_changes: list[str] | None = None,
 ) -> pulumi.ResourceOptions:
     """Options for a component's child resource (``timeout``: for create and update;
-    ``previously``: its logical name before)."""
+    ``previously``: its logical name before; ``ignore_changes``: properties whose live value
+    an update leaves alone)."""
     opts = pulumi.ResourceOptions(
         parent=parent,
+        ignore_changes=ignore_changes,
         aliases=[pulumi.Alias(name=previously)] if previously else None,
         depends_on=depends_on or None,
         custom_timeouts=(

@@ -9,7 +9,7 @@ from slurm_stack.components.kube import child_options, register
 from slurm_stack.components.timeouts import pool_delete_timeout
 from slurm_stack.k8s.disruption import pool_disruption_budget
 from slurm_stack.k8s.identity import service_account
-from slurm_stack.k8s.workers import COMPONENT, pool_service, pool_statefulset
+from slurm_stack.k8s.workers import COMPONENT, pool_service, pool_statefulset, scaled_by_slurm
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.models import WorkerPool as PoolSpec
 
@@ -20,7 +20,8 @@ class WorkerPool(pulumi.ComponentResource):
     `pulumi up` does not wait for worker pods (the StatefulSet is awaited only until it
     exists): GPU nodes may take long to provision, and a node's readiness is Slurm's to judge
     (`sinfo`). Its deletion is awaited, for as long as the pool's pods may take to drain.
-    Scaling is a replica count; nodes register themselves, slurm.conf does not change.
+    Scaling is a replica count; nodes register themselves, slurm.conf does not change. An
+    elastic pool's count is Slurm's after creation (docs/elastic.md).
     """
 
     statefulset: StatefulSet
@@ -47,14 +48,23 @@ class WorkerPool(pulumi.ComponentResource):
             service_account(spec, COMPONENT, pool),
             child_options(self),
         )
+        manifest = pool_statefulset(spec, pool)
         self.statefulset = register(
             StatefulSet,
             name,
-            pool_statefulset(spec, pool),
+            manifest,
             child_options(
-                self, depends_on=[account, *depends_on], delete_timeout=pool_delete_timeout(pool)
+                self,
+                depends_on=[account, *depends_on],
+                delete_timeout=pool_delete_timeout(pool),
+                # An elastic pool's live size is Slurm's (the scaler's): an update leaves it.
+                ignore_changes=[REPLICAS_PROPERTY] if scaled_by_slurm(manifest) else None,
             ),
         )
         self.register_outputs(
-            {"statefulSet": self.statefulset.metadata.name, "replicas": pool.replicas}
+            {"statefulSet": self.statefulset.metadata.name, "replicas": pool.initial_replicas}
         )
+
+
+# The StatefulSet's replica count as Pulumi names the property (ignoreChanges paths).
+REPLICAS_PROPERTY = "spec.replicas"

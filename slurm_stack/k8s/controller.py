@@ -24,6 +24,7 @@ from slurm_stack.k8s.common import (
     tcp_probe,
 )
 from slurm_stack.k8s.directory import sss_pipes_mounts, sssd_sidecars, sssd_volumes
+from slurm_stack.k8s.elastic_access import api_access_mounts, api_access_volumes
 from slurm_stack.k8s.identity import pod_identity
 from slurm_stack.k8s.jail import jail_volume
 from slurm_stack.k8s.rest_api import jwt_key_annotations, jwt_key_mounts, jwt_key_volumes
@@ -164,6 +165,8 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
             *sss_pipes_mounts(spec),  # directory users' names for accounting and limits
             *site_scripts_mounts(scripts),
             *site_files_mounts(spec),
+            # The elastic scaler's token (k8s/elastic.py): in this container alone.
+            *api_access_mounts(spec),
         ],
         resources=resources(spec.controller.resources),
         securityContext=non_root(paths.SLURM_UID),
@@ -215,6 +218,7 @@ def controller_statefulset(spec: ClusterSpec, config_hash: str) -> Manifest:
                         *auth_volumes(spec, sack=True),
                         *jwt_key_volumes(spec),
                         *sssd_volumes(spec),
+                        *api_access_volumes(spec),
                     ],
                 },
             },

@@ -100,8 +100,11 @@ def pool_update_job(
                     component="pool-update",
                     extra_env=env(
                         POOL_NODE_PREFIX=f"{naming.pool_name(spec.name, pool.name)}-",
-                        POOL_REPLICAS=str(pool.replicas),
+                        POOL_REPLICAS=str(pool.most_replicas),
                         TEMPLATE_HASH=template_hash,
+                        # An elastic pool's nodes that failed to start get another chance
+                        # with the new template (the fix for a broken image is one).
+                        **({"POOL_ELASTIC": "1"} if pool.elastic is not None else {}),
                     ),
                 ),
             },

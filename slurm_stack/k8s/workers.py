@@ -276,6 +276,8 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
             HEALTHCHECK_CONFIG=healthcheck_config(spec, pool),
             SLURMD_CONF_SERVER=conf_server(spec),
             SLURMD_NODE_CONF=node_conf(pool),
+            # Elastic pools: slurmd reports its start as the node's boot (docs/elastic.md).
+            **({"SLURMD_BOOTS_WITH_POD": "1"} if pool.elastic is not None else {}),
             # workerPools[].sshd: sshd beside slurmd, in the same container, so that the
             # sessions pam_slurm_adopt puts into a job share slurmd's process namespace (the
             # job's slurmstepd moves them by PID) and see the GPUs the device plugin gives
@@ -319,7 +321,8 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
     ]
     labels = metadata(spec, name, COMPONENT, extra_labels=pool_labels(pool))["labels"]
     statefulset_spec: Manifest = {
-        "replicas": pool.replicas,
+        # An elastic pool's size after its creation is the scaler's (SCALED_BY_ANNOTATION).
+        "replicas": pool.initial_replicas,
         "serviceName": name,
         # Nodes are independent: start and stop them all at once.
         "podManagementPolicy": PARALLEL,
@@ -366,9 +369,18 @@ def pool_statefulset(spec: ClusterSpec, pool: WorkerPool) -> Manifest:
     # update Job marked the node for another template) from any other stop.
     hashed = template_hash(statefulset_spec["template"])
     slurmd["env"].append({"name": TEMPLATE_HASH_ENV, "value": hashed})
+    annotations = dict(AWAIT_EXISTENCE_ONLY)
+    if pool.elastic is not None:
+        annotations[naming.SCALED_BY_ANNOTATION] = naming.SCALED_BY_POWER_SAVING
     return {
         "metadata": metadata(
-            spec, name, COMPONENT, annotations=AWAIT_EXISTENCE_ONLY, extra_labels=pool_labels(pool)
+            spec, name, COMPONENT, annotations=annotations, extra_labels=pool_labels(pool)
         ),
         "spec": statefulset_spec,
     }
+
+
+def scaled_by_slurm(statefulset: Manifest) -> bool:
+    """Whether a StatefulSet's live size is the elastic scaler's, not the stack's."""
+    annotations = statefulset["metadata"].get("annotations", {})
+    return annotations.get(naming.SCALED_BY_ANNOTATION) == naming.SCALED_BY_POWER_SAVING

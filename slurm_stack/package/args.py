@@ -481,6 +481,33 @@ class PoolUpdate(TypedDict, total=False):
     )
 
 
+class PoolElastic(TypedDict, total=False):
+    """Slurm's power saving sizes the pool between two bounds: a node idle for `idleSeconds` is
+    given back (its pod removed), and a job that needs more nodes starts their pods. The
+    pool's Slurm nodes exist (powered down, `idle~` in sinfo) while no pod runs them
+    (docs/elastic.md)."""
+
+    min_replicas: NotRequired[int]
+    """Nodes that always run, the pool's lowest ordinals (0-10000); never given back. Default: 0."""
+    max_replicas: Required[int]
+    (
+        "The most nodes the pool grows to (1-10000); Slurm knows this many nodes of the pool, and "
+        "they count against `controller.maxNodeCount`."
+    )
+    idle_seconds: NotRequired[int]
+    (
+        "Seconds a node stays idle before its pod is given back (Slurm's SuspendTime for the "
+        "pool's nodes), 5 to 604800. Default: 600."
+    )
+    start_timeout_seconds: NotRequired[int]
+    (
+        "Seconds a node may take from the request to start its pod until its slurmd registers "
+        "(Slurm's ResumeTimeout for the pool's nodes), 20 to 86400: image pull and start. A node "
+        "that takes longer is marked down with a reason naming its pod, and its jobs queue again. "
+        "Default: 600."
+    )
+
+
 class WorkerPool(TypedDict, total=False):
     """A pool of slurmd pods; each pod is one dynamic Slurm node with the pool's feature."""
 
@@ -586,6 +613,13 @@ class WorkerPool(TypedDict, total=False):
         "the node may ssh in from a login node and lands in that job (its cgroup, chrooted into "
         "the jail); anyone else is refused (pam_slurm_adopt). Needs `cgroups.enforce: true` "
         "(docs/users.md). Default: false."
+    )
+    elastic: NotRequired[PoolElastic]
+    (
+        "Grow and shrink the pool with the queue between `minReplicas` and `maxReplicas` "
+        "(docs/elastic.md); unset: the pool has `replicas` pods. With it, `replicas` (when given) "
+        "is the pool's size when it is first created and must lie within the bounds; afterwards "
+        "the live size is Slurm's, and `pulumi up` leaves it alone."
     )
 
 

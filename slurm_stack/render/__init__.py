@@ -1,6 +1,7 @@
 """Pure renderers: config files as text, from the spec alone (no Pulumi)."""
 
 import hashlib
+import json
 
 from slurm_stack import naming
 from slurm_stack.render.services import (
@@ -35,8 +36,28 @@ def slurm_config_files(spec: ClusterSpec) -> dict[str, str]:
         "plugstack.conf": render_plugstack_conf(spec),
         "slurm.conf": render_slurm_conf(spec),
         **({"topology.conf": topology} if (topology := render_topology_conf(spec)) else {}),
+        **({naming.ELASTIC_CONFIG_FILE: render_elastic_config(spec)} if spec.elastic_pools else {}),
         **site_files(spec),
     }
+
+
+def render_elastic_config(spec: ClusterSpec) -> str:
+    """elastic.json: what the elastic scaler (in the controller pod, and the reconfigure Job's
+    node sync) knows of each elastic pool."""
+    pools = []
+    for pool in spec.elastic_pools:
+        assert pool.elastic is not None
+        pools.append(
+            {
+                "name": pool.name,
+                "statefulSet": naming.pool_name(spec.name, pool.name),
+                "minReplicas": pool.elastic.min_replicas,
+                "maxReplicas": pool.elastic.max_replicas,
+                "nodeConf": node_conf(pool),
+                "startTimeoutSeconds": pool.elastic.start_timeout_seconds,
+            }
+        )
+    return json.dumps({"namespace": spec.namespace, "pools": pools}, indent=2) + "\n"
 
 
 def login_config_files(spec: ClusterSpec) -> dict[str, str]:

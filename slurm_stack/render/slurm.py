@@ -45,8 +45,59 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         sections=[section for section in sections if section.settings],
         pools=[pool.name for pool in spec.worker_pools],
         partitions=[_partition(spec, partition) for partition in spec.effective_partitions],
+        elastic_partitions=[_elastic_partition(pool) for pool in spec.elastic_pools],
         extra=extra,
     )
+
+
+def _elastic_partition(pool: WorkerPool) -> str:
+    """The hidden, inactive partition over an elastic pool's nodes: Slurm reads SuspendTime
+    and ResumeTimeout per partition (a node takes the highest of its partitions' values),
+    and a fixed pool's nodes, in no such partition, keep the global SuspendTime: never."""
+    assert pool.elastic is not None
+    return (
+        f"PartitionName={naming.elastic_partition_name(pool.name)} Nodes={pool.name} "
+        f"Hidden=YES State=INACTIVE Default=NO SuspendTime={pool.elastic.idle_seconds} "
+        f"ResumeTimeout={pool.elastic.start_timeout_seconds}"
+    )
+
+
+def always_running_nodes(spec: ClusterSpec) -> str:
+    """SuspendExcNodes: each elastic pool's minReplicas lowest ordinals, as a hostlist."""
+    ranges = []
+    for pool in spec.elastic_pools:
+        assert pool.elastic is not None
+        prefix, count = f"{naming.pool_name(spec.name, pool.name)}-", pool.elastic.min_replicas
+        if count == 1:
+            ranges.append(f"{prefix}0")
+        elif count > 1:
+            ranges.append(f"{prefix}[0-{count - 1}]")
+    return ",".join(ranges)
+
+
+def power_saving(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """Slurm's power saving drives the elastic pools (docs/elastic.md); the programs are links
+    to the controller image's healthcheck program (healthchecks/.../elastic.py)."""
+    if not spec.elastic_pools:
+        return []
+    settings = [
+        ("ResumeProgram", paths.ELASTIC_RESUME),
+        ("SuspendProgram", paths.ELASTIC_SUSPEND),
+        ("ResumeFailProgram", paths.ELASTIC_RESUME_FAIL),
+    ]
+    if nodes := always_running_nodes(spec):
+        settings.append(("SuspendExcNodes", nodes))
+    return settings
+
+
+def slurmctld_parameters(spec: ClusterSpec) -> str:
+    """SlurmctldParameters: configless; with elastic pools also idle_on_node_suspend (a node
+    given back leaves any drain or down state behind: its next pod is a new one). A node's
+    address is learned as it registers (Slurm's default since cloud_reg_addrs went)."""
+    parameters = ["enable_configless"]
+    if spec.elastic_pools:
+        parameters.append("idle_on_node_suspend")
+    return ",".join(parameters)
 
 
 def _partition(spec: ClusterSpec, partition: Partition) -> dict[str, object]:
@@ -131,7 +182,7 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
         (
             "Configless dynamic nodes (slurmd -Z --conf-server): no per-node lines here",
             [
-                ("SlurmctldParameters", "enable_configless"),
+                ("SlurmctldParameters", slurmctld_parameters(spec)),
                 ("MaxNodeCount", str(spec.controller.max_node_count)),
                 ("TreeWidth", "65533"),
                 ("ReturnToService", "2"),
@@ -199,6 +250,14 @@ def _sections(spec: ClusterSpec) -> list[tuple[str, list[tuple[str, str]]]]:
                     # A slurmConfExtra line of this key replaces it.
                     ("AccountingStoreFlags", "job_comment"),
                 ],
+            )
+        )
+    if settings := power_saving(spec):
+        sections.append(
+            (
+                "Elastic pools: Slurm's power saving starts and gives back their pods; each "
+                "pool's SuspendTime and ResumeTimeout are on its hidden partition",
+                settings,
             )
         )
     quick = spec.health_checks.quick

@@ -691,6 +691,35 @@ class PoolUpdate(_JobDeadline):
     604800); unset: 300. Not valid with policy `wait`."""
 
 
+class PoolElastic(SpecModel):
+    """Slurm's power saving sizes the pool between two bounds: a node idle for `idleSeconds`
+    is given back (its pod removed), and a job that needs more nodes starts their pods. The
+    pool's Slurm nodes exist (powered down, `idle~` in sinfo) while no pod runs them
+    (docs/elastic.md)."""
+
+    min_replicas: int = Field(default=0, ge=0, le=10000)
+    """Nodes that always run, the pool's lowest ordinals (0-10000); never given back."""
+    max_replicas: int = Field(ge=1, le=10000)
+    """The most nodes the pool grows to (1-10000); Slurm knows this many nodes of the pool, and
+    they count against `controller.maxNodeCount`."""
+    idle_seconds: int = Field(default=600, ge=5, le=7 * 86400)
+    """Seconds a node stays idle before its pod is given back (Slurm's SuspendTime for the
+    pool's nodes), 5 to 604800."""
+    start_timeout_seconds: int = Field(default=600, ge=20, le=86400)
+    """Seconds a node may take from the request to start its pod until its slurmd registers
+    (Slurm's ResumeTimeout for the pool's nodes), 20 to 86400: image pull and start. A node that
+    takes longer is marked down with a reason naming its pod, and its jobs queue again."""
+
+    @relation("minReplicas", "maxReplicas")
+    def _min_not_above_max(self) -> Iterator[KeyProblem]:
+        if self.min_replicas > self.max_replicas:
+            yield KeyProblem(
+                f"{self.min_replicas} is more than maxReplicas ({self.max_replicas}): give at "
+                f"most {self.max_replicas}, or raise maxReplicas",
+                "minReplicas",
+            )
+
+
 class WorkerPool(SpecModel):
     """A pool of slurmd pods; each pod is one dynamic Slurm node with the pool's feature."""
 
@@ -768,6 +797,74 @@ class WorkerPool(SpecModel):
     the node may ssh in from a login node and lands in that job (its cgroup, chrooted into the
     jail); anyone else is refused (pam_slurm_adopt). Needs `cgroups.enforce: true`
     (docs/users.md)."""
+
+    elastic: PoolElastic | None = None
+    """Grow and shrink the pool with the queue between `minReplicas` and `maxReplicas`
+    (docs/elastic.md); unset: the pool has `replicas` pods. With it, `replicas` (when given) is
+    the pool's size when it is first created and must lie within the bounds; afterwards the
+    live size is Slurm's, and `pulumi up` leaves it alone."""
+
+    @relation("replicas", "elastic.minReplicas", "elastic.maxReplicas")
+    def _replicas_within_elastic_bounds(self) -> Iterator[KeyProblem]:
+        elastic = self.elastic
+        if elastic is None or "replicas" not in self.model_fields_set:
+            return
+        if not elastic.min_replicas <= self.replicas <= elastic.max_replicas:
+            yield KeyProblem(
+                f"{self.replicas} is outside the pool's elastic bounds "
+                f"({elastic.min_replicas}-{elastic.max_replicas}): give a size within them, or "
+                "drop replicas (the pool then starts at minReplicas)",
+                "replicas",
+            )
+
+    @relation("elastic.maxReplicas", "resources.limits.cpu", "resources.limits.memory",
+              "resources.requests.memory", "nodeConfExtra")  # fmt: skip
+    def _elastic_nodes_are_known_before_their_pods(self) -> Iterator[KeyProblem]:
+        """An elastic pool's nodes are declared to Slurm before any pod runs them, so their
+        CPUs and memory come from the stack, not from a running slurmd."""
+        if self.elastic is None:
+            return
+        if self.node_value("CPUs") is None:
+            yield KeyProblem(
+                "an elastic pool's nodes are declared to Slurm before their pods run, so Slurm "
+                "must know their CPUs: set resources.limits.cpu to a whole number of CPUs, or "
+                "CPUs=<n> in nodeConfExtra",
+                "resources",
+                "limits",
+                "cpu",
+            )
+        if self.node_value("RealMemory") is None:
+            yield KeyProblem(
+                "an elastic pool's nodes are declared to Slurm before their pods run, so Slurm "
+                "must know their memory: set resources.requests.memory (or limits.memory), or "
+                "RealMemory=<MiB> in nodeConfExtra",
+                "resources",
+                "requests",
+                "memory",
+            )
+
+    @relation("elastic.maxReplicas", "switchLabel")
+    def _elastic_pools_name_their_switch(self) -> Iterator[KeyProblem]:
+        if self.elastic is not None and self.switch_label is not None:
+            yield KeyProblem(
+                "an elastic pool's nodes are declared to Slurm before their pods run, when no "
+                "Kubernetes node (and so no switch label) is known yet: name the pool's leaf "
+                "switch in `switch` instead",
+                "switchLabel",
+            )
+
+    @property
+    def initial_replicas(self) -> int:
+        """The StatefulSet's size when it is created: `replicas` as given, else an elastic
+        pool's minReplicas."""
+        if self.elastic is not None and "replicas" not in self.model_fields_set:
+            return self.elastic.min_replicas
+        return self.replicas
+
+    @property
+    def most_replicas(self) -> int:
+        """The most nodes the pool may have: maxReplicas when elastic, else replicas."""
+        return self.elastic.max_replicas if self.elastic is not None else self.replicas
 
     @relation(
         "resources.limits.memory",
@@ -1574,6 +1671,11 @@ class ClusterSpec(SpecModel):
         """The NCCL benchmark runs when asked, and by default only when a pool has GPUs."""
         enabled = self.health_checks.nccl.enabled
         return bool(self.gpu_pools) if enabled is None else enabled
+
+    @property
+    def elastic_pools(self) -> list[WorkerPool]:
+        """Pools that Slurm's power saving grows and shrinks."""
+        return [pool for pool in self.worker_pools if pool.elastic is not None]
 
     @property
     def effective_partitions(self) -> list[Partition]:

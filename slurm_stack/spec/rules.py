@@ -12,6 +12,7 @@ from slurm_stack.naming import (
     LABEL_FEATURE_PREFIX,
     MAX_STATEFULSET_NAME,
     RESERVED_POOL_NAMES,
+    elastic_partition_name,
     pool_name,
 )
 from slurm_stack.spec.errors import SpecIssue, join_path
@@ -70,6 +71,11 @@ OWNED_SLURM_CONF_KEYS = {
         "Epilog": "slurm-stack (it removes each job's private /tmp and leftover processes)",
         "DisableRootJobs": "jail.allowRootJobs",
         "TopologyPlugin": "topology (and each pool's switch)",
+        "SuspendTime": "workerPools[].elastic.idleSeconds (per pool; fixed pools never power down)",
+        "SuspendProgram": "workerPools[].elastic (the scaler)",
+        "ResumeProgram": "workerPools[].elastic (the scaler)",
+        "ResumeFailProgram": "workerPools[].elastic (the scaler)",
+        "SuspendExcNodes": "workerPools[].elastic.minReplicas",
     }.items()
 }
 
@@ -243,15 +249,37 @@ def node_count_fits(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     default_replicas = WorkerPool.model_fields["replicas"].default
     total = 0
     for _, pool in _items(raw, "workerPools"):
-        replicas = _get(pool, "replicas", default_replicas)
+        elastic = _get(pool, "elastic")
+        if isinstance(elastic, dict):
+            replicas = _get(elastic, "maxReplicas")  # every node Slurm knows of the pool
+        else:
+            replicas = _get(pool, "replicas", default_replicas)
         if isinstance(replicas, int) and not isinstance(replicas, bool):
             total += replicas
     if isinstance(limit, int) and total > limit:
         yield SpecIssue(
             "controller.maxNodeCount",
-            f"{limit} is less than the {total} worker replicas of all pools; raise it to at "
-            f"least {total}",
+            f"{limit} is less than the {total} worker nodes of all pools (replicas, and "
+            f"elastic.maxReplicas of elastic pools); raise it to at least {total}",
         )
+
+
+def elastic_partitions_are_free(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Each elastic pool's hidden partition (its power-saving settings) has a name no
+    partition of the stack takes."""
+    hidden = {
+        elastic_partition_name(str(_get(pool, "name"))): i
+        for i, pool in _items(raw, "workerPools")
+        if isinstance(_get(pool, "elastic"), dict)
+    }
+    for i, partition in _items(raw, "partitions"):
+        name = _get(partition, "name")
+        if isinstance(name, str) and name in hidden:
+            yield SpecIssue(
+                join_path("partitions", i, "name"),
+                f"{name!r} is the hidden partition that holds the power-saving settings of "
+                f"elastic pool workerPools[{hidden[name]}]: pick another name",
+            )
 
 
 def version_specific_options(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
@@ -752,6 +780,7 @@ RULES: tuple[Rule, ...] = (
     features_are_not_pool_names,
     partitions_know_their_pools,
     node_count_fits,
+    elastic_partitions_are_free,
     version_specific_options,
     pools_have_switches,
     node_labels_need_node_state,
