@@ -8,29 +8,29 @@ probing a pod being deleted. `sandbox up` starts the prober unless it runs (a lo
 says so: no podman call, no wait); `sandbox down` stops it and removes the targets file.
 """
 
-import fcntl
 import json
 import os
-import select
-import signal
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from slurm_stack.sandbox.daemon import STOP_TIMEOUT, Daemon
 from slurm_stack.sandbox.exec_probes import ProbeResult
 from slurm_stack.sandbox.plan import Pod, Probe
 from slurm_stack.sandbox.podman import container_name
 from slurm_stack.sandbox.state import SandboxState
 
 SERVER_MODULE = "slurm_stack.sandbox.liveness_server"
-STOP_TIMEOUT = 10.0
+PROBER = Daemon(
+    SERVER_MODULE,
+    directory=lambda state: state.liveness_dir,
+    stem="prober",
+    output=lambda state: state.liveness_dir / "prober.stderr",
+)
 _targets_lock = threading.Lock()  # the apply's component groups write from their threads
-_children: list[subprocess.Popen[bytes]] = []  # probers this process started, to reap them
 
 
 @dataclass(frozen=True)
@@ -152,97 +152,36 @@ def tcp_probe(ip: str, port: int, timeout: float) -> ProbeResult:
 # -- the prober process ------------------------------------------------------------------------
 
 
-def _lock_file(state: SandboxState) -> Path:
-    return state.liveness_dir / "prober.lock"
-
-
-def _pid_file(state: SandboxState) -> Path:
-    return state.liveness_dir / "prober.pid"
-
-
 def take_prober_lock(state: SandboxState) -> int | None:
     """A descriptor holding the sandbox's prober lock, held while it stays open here or in a
     child given it; None while another holds it (a prober runs)."""
-    state.liveness_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(_lock_file(state), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return PROBER.take_lock(state)
 
 
 def prober_pid(state: SandboxState) -> int | None:
     """The running prober's PID; None when none runs (nobody holds its lock)."""
-    if not _lock_file(state).exists():
-        return None
-    free = take_prober_lock(state)
-    if free is not None:
-        os.close(free)
-        return None
-    try:
-        pid = int(_pid_file(state).read_text())
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    ours = SERVER_MODULE.encode() in command and str(state.root).encode() in command
-    return pid if ours else None
+    return PROBER.pid(state)
 
 
 def record_prober(state: SandboxState, pid: int) -> None:
     """Note the PID of the prober that holds the lock, for `stop_prober`."""
-    _pid_file(state).write_text(f"{pid}\n")
+    PROBER.record(state, pid)
+
+
+def _create_targets(state: SandboxState) -> None:
+    if not state.liveness_targets_file.exists():
+        state.liveness_targets_file.write_text("{}\n")
 
 
 def start_prober(state: SandboxState) -> bool:
     """Start the prober in the background unless one runs for this sandbox; returns whether
     it started one. Costs a fork and exec (the prober loads in its own time); the lock passes
     to it at once, so that a second `up` sees it running even before it has loaded."""
-    lock = take_prober_lock(state)
-    if lock is None:
-        return False
-    try:
-        if not state.liveness_targets_file.exists():
-            state.liveness_targets_file.write_text("{}\n")
-        _children[:] = [child for child in _children if child.poll() is None]
-        with open(state.liveness_dir / "prober.stderr", "ab") as stderr:
-            child = subprocess.Popen(
-                [sys.executable, "-m", SERVER_MODULE, str(state.root), str(lock)],
-                pass_fds=(lock,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                cwd="/",
-                start_new_session=True,  # not the terminal's: a Ctrl-C of `up` leaves it running
-            )
-        record_prober(state, child.pid)
-        _children.append(child)
-    finally:
-        os.close(lock)  # the prober's copy holds it from here on
-    return True
+    return PROBER.start(state, prepare=_create_targets)
 
 
 def stop_prober(state: SandboxState, timeout: float = STOP_TIMEOUT) -> None:
     """Stop the prober (SIGTERM, then SIGKILL after ``timeout``) and remove the targets file,
     so that a prober still starting exits on its own."""
     state.liveness_targets_file.unlink(missing_ok=True)
-    pid = prober_pid(state)
-    if pid is None:
-        return
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        signal.pidfd_send_signal(handle, signal.SIGTERM)
-        if not select.select([handle], [], [], timeout)[0]:
-            signal.pidfd_send_signal(handle, signal.SIGKILL)
-            select.select([handle], [], [], timeout)
-    except ProcessLookupError:
-        pass
-    finally:
-        os.close(handle)
-        for child in _children:  # reaped, where this process started it
-            if child.pid == pid:
-                child.poll()
+    PROBER.stop(state, timeout)

@@ -25,21 +25,15 @@ freezer and this host's v1 does not) and for the ID of a container the apply did
 
 import datetime
 import os
-import select
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
+from slurm_stack.sandbox.daemon import serve, wait_gone
 from slurm_stack.sandbox.exec_probes import NsenterExec, ProbeResult, is_frozen
-from slurm_stack.sandbox.liveness import (
-    Target,
-    load_targets,
-    record_prober,
-    take_prober_lock,
-    tcp_probe,
-)
+from slurm_stack.sandbox.liveness import PROBER, Target, load_targets, tcp_probe
 from slurm_stack.sandbox.plan import Probe
 from slurm_stack.sandbox.podman import Podman, pid_of_container
 from slurm_stack.sandbox.state import SandboxState
@@ -74,11 +68,6 @@ def started_seconds_ago(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     start_ticks = int(stat.rpartition(")")[2].split()[19])  # field 22, starttime
     return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
-
-
-def wait_gone(handle: int, timeout: float) -> bool:
-    """Whether the process of pidfd ``handle`` exits within ``timeout`` seconds."""
-    return bool(select.select([handle], [], [], timeout)[0])
 
 
 class ContainerProber:
@@ -271,23 +260,7 @@ class Prober:
 def main(argv: list[str]) -> int:
     """Run the prober of the sandbox whose state directory is ``argv[0]``; ``argv[1]``, where
     given, is a descriptor holding its lock (`liveness.start_prober`), else it takes it."""
-    state = SandboxState(Path(argv[0]))
-    if len(argv) > 1:
-        lock = int(argv[1])
-    else:
-        taken = take_prober_lock(state)
-        if taken is None:
-            return 0  # another prober runs for this sandbox
-        lock = taken
-        record_prober(state, os.getpid())
-    prober = Prober(state)
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: prober.stop())
-    print(f"liveness prober {os.getpid()} for {state.root}: started", file=sys.stderr)
-    prober.run()
-    print(f"liveness prober {os.getpid()}: stopped", file=sys.stderr)
-    os.close(lock)
-    return 0
+    return serve(PROBER, argv, Prober, title="liveness prober")
 
 
 if __name__ == "__main__":

@@ -24,13 +24,11 @@ controller backs off. Each action is a line of `statefulset-controller/controlle
 import datetime
 import fcntl
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from slurm_stack.sandbox.apply import (
     Applier,
@@ -40,11 +38,13 @@ from slurm_stack.sandbox.apply import (
     network_name,
     write_hosts,
 )
+from slurm_stack.sandbox.daemon import serve
 from slurm_stack.sandbox.kube_api import SandboxKubeApi, api_pods
 from slurm_stack.sandbox.plan import Plan, Pod, plan
 from slurm_stack.sandbox.podman import Podman
 from slurm_stack.sandbox.state import SandboxState, hold_ips
 from slurm_stack.sandbox.statefulsets import (
+    CONTROLLER,
     ControllerInputs,
     deletions,
     drop_deletion,
@@ -56,11 +56,9 @@ from slurm_stack.sandbox.statefulsets import (
     observed_sizes,
     ordinal_of,
     planned_sizes,
-    record_controller,
     save_lost,
     save_observed,
     size_change,
-    take_controller_lock,
 )
 
 POLL = 0.5  # how often the sizes and deletions are looked at
@@ -299,23 +297,13 @@ def main(argv: list[str]) -> int:
     """Run the controller of the sandbox whose state directory is ``argv[0]``; ``argv[1]``,
     where given, is a descriptor holding its lock (`statefulsets.start_controller`), else it
     takes it."""
-    state = SandboxState(Path(argv[0]))
-    if len(argv) > 1:
-        lock = int(argv[1])
-    else:
-        taken = take_controller_lock(state)
-        if taken is None:
-            return 0  # another controller runs for this sandbox
-        lock = taken
-        record_controller(state, os.getpid())
-    controller = Controller(state)
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: controller.stop())
-    controller.log(f"StatefulSet controller {os.getpid()} for {state.root}: started")
-    controller.run()
-    controller.log(f"StatefulSet controller {os.getpid()}: stopped")
-    os.close(lock)
-    return 0
+    return serve(
+        CONTROLLER,
+        argv,
+        Controller,
+        title="StatefulSet controller",
+        announce=lambda controller, line: controller.log(line),
+    )
 
 
 if __name__ == "__main__":

@@ -23,18 +23,14 @@ A pod killed to stay gone (`Sandbox.kill_pod(name, come_back=False)`, a lost nod
 node does, so the controller does not start it again; the next apply does, or its deletion.
 """
 
-import fcntl
 import json
 import os
-import select
-import signal
-import subprocess
-import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slurm_stack.sandbox.daemon import STOP_TIMEOUT, Daemon
 from slurm_stack.sandbox.state import SandboxState
 
 Manifest = dict[str, Any]
@@ -42,8 +38,12 @@ SCALED_BY_ANNOTATION = "slurm-stack.io/scaled-by"
 POWER_SAVING = "slurm-power-saving"
 API_SERVER_USER = 65534  # the stand-in API server's uid and gid (kube_api.py runs it so)
 CONTROLLER_MODULE = "slurm_stack.sandbox.statefulset_controller"
-STOP_TIMEOUT = 10.0
-_children: list[subprocess.Popen[bytes]] = []  # controllers this process started, to reap them
+CONTROLLER = Daemon(
+    CONTROLLER_MODULE,
+    directory=lambda state: state.controller_dir,
+    stem="controller",
+    output=lambda state: state.controller_log,
+)
 
 
 # -- which size a StatefulSet runs at ------------------------------------------------------------
@@ -298,93 +298,29 @@ def load_inputs(state: SandboxState) -> ControllerInputs | None:
 # -- the controller process ----------------------------------------------------------------------
 
 
-def _lock_file(state: SandboxState) -> Path:
-    return state.controller_dir / "controller.lock"
-
-
-def _pid_file(state: SandboxState) -> Path:
-    return state.controller_dir / "controller.pid"
-
-
 def take_controller_lock(state: SandboxState) -> int | None:
     """A descriptor holding the lock that says a controller runs for this sandbox; None while
     another holds it."""
-    state.controller_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(_lock_file(state), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return CONTROLLER.take_lock(state)
 
 
 def record_controller(state: SandboxState, pid: int) -> None:
-    _pid_file(state).write_text(f"{pid}\n")
+    CONTROLLER.record(state, pid)
 
 
 def controller_pid(state: SandboxState) -> int | None:
     """The running controller's PID; None when none runs (nobody holds its lock)."""
-    if not _lock_file(state).exists():
-        return None
-    free = take_controller_lock(state)
-    if free is not None:
-        os.close(free)
-        return None
-    try:
-        pid = int(_pid_file(state).read_text())
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    ours = CONTROLLER_MODULE.encode() in command and str(state.root).encode() in command
-    return pid if ours else None
+    return CONTROLLER.pid(state)
 
 
 def start_controller(state: SandboxState) -> bool:
     """Start the controller in the background unless one runs for this sandbox (it needs
     the inputs `save_inputs` wrote); returns whether it started one. The lock passes to it
     at once, so that a second `up` sees it running even before it has loaded."""
-    lock = take_controller_lock(state)
-    if lock is None:
-        return False
-    try:
-        _children[:] = [child for child in _children if child.poll() is None]
-        with open(state.controller_log, "ab") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", CONTROLLER_MODULE, str(state.root), str(lock)],
-                pass_fds=(lock,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                cwd="/",
-                start_new_session=True,  # not the terminal's: a Ctrl-C of `up` leaves it running
-            )
-        record_controller(state, child.pid)
-        _children.append(child)
-    finally:
-        os.close(lock)  # the controller's copy holds it from here on
-    return True
+    return CONTROLLER.start(state)
 
 
 def stop_controller(state: SandboxState, timeout: float = STOP_TIMEOUT) -> None:
     """Stop the controller (SIGTERM, then SIGKILL after ``timeout``); a pod it is starting or
     stopping is left as it is (`sandbox down` removes them all)."""
-    pid = controller_pid(state)
-    if pid is None:
-        return
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        signal.pidfd_send_signal(handle, signal.SIGTERM)
-        if not select.select([handle], [], [], timeout)[0]:
-            signal.pidfd_send_signal(handle, signal.SIGKILL)
-            select.select([handle], [], [], timeout)
-    except ProcessLookupError:
-        pass
-    finally:
-        os.close(handle)
-        for child in _children:  # reaped, where this process started it
-            if child.pid == pid:
-                child.poll()
+    CONTROLLER.stop(state, timeout)
