@@ -100,7 +100,9 @@ def test_slurm_conf_powers_down_the_elastic_pool_alone() -> None:
     assert "SuspendProgram=/usr/lib/slurm-stack/elastic-suspend" in lines
     assert "ResumeFailProgram=/usr/lib/slurm-stack/elastic-resume-fail" in lines
     assert "SuspendExcNodes=elastic-cpu-[0-1]" in lines
-    assert "SlurmctldParameters=enable_configless,idle_on_node_suspend" in lines
+    assert (
+        "SlurmctldParameters=enable_configless,idle_on_node_suspend,power_save_interval=1"
+    ) in lines
     assert (
         "PartitionName=elastic-cpu Nodes=cpu Hidden=YES State=INACTIVE Default=NO "
         "SuspendTime=10 ResumeTimeout=30"
@@ -117,9 +119,9 @@ def test_a_cluster_without_elastic_pools_has_no_power_saving() -> None:
         pool.pop("elastic", None)
     files = slurm_config_files(load_spec(raw))
     assert "elastic.json" not in files
-    for key in ("ResumeProgram", "SuspendProgram", "ResumeFailProgram", "SuspendExcNodes",
-                "SuspendTime", "PartitionName=elastic-cpu", "idle_on_node_suspend"):  # fmt: skip
-        assert key not in files["slurm.conf"]
+    for key in ("ResumeProgram=", "SuspendProgram=", "ResumeFailProgram=", "SuspendExcNodes=",
+                "SuspendTime=", "PartitionName=elastic-cpu", "idle_on_node_suspend"):  # fmt: skip
+        assert f"\n{key}" not in files["slurm.conf"] and f",{key}" not in files["slurm.conf"]
     assert "SlurmctldParameters=enable_configless\n" in files["slurm.conf"]
 
 

@@ -1,10 +1,11 @@
 """ServiceAccounts: one per component, bound to no Role, and no pod mounts a token.
 
 No slurm-stack pod talks to the Kubernetes API but the node-state controller's
-(`nodeState.enabled`, k8s/node_state.py), whose account alone is bound to Roles and whose pod
-alone mounts a token. Every pod still runs as some ServiceAccount (`default` when none is
-named), so each component gets its own, with no RoleBinding or ClusterRoleBinding for any
-other: a token of one grants nothing, and none is mounted
+(`nodeState.enabled`, k8s/node_state.py) and, with elastic pools, the controller pod's
+slurmctld container (k8s/elastic.py, elastic_access.py); their accounts alone are bound to
+Roles and they alone mount a token. Every pod still runs as some ServiceAccount (`default`
+when none is named), so each component gets its own, with no RoleBinding or
+ClusterRoleBinding for any other: a token of one grants nothing, and none is mounted
 (`automountServiceAccountToken: false` on the account and on every other pod).
 
 Each worker pool has an account of its own, like its StatefulSet, Service and budget: it

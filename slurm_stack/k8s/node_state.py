@@ -4,7 +4,8 @@ One pod runs `healthcheck node-state` as the SlurmUser with the cluster's Slurm 
 lists the Kubernetes nodes and the cluster's worker pods and drains (with a `k8s:` reason)
 or resumes their Slurm nodes. Its ServiceAccount may get and list nodes (a ClusterRole:
 nodes are cluster-wide) and list pods in the cluster's namespace (a Role); nothing else,
-and no other pod mounts a token.
+and no other pod mounts a token but, with elastic pools, the slurmctld container
+(k8s/elastic.py).
 """
 
 import json

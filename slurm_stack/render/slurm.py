@@ -90,13 +90,18 @@ def power_saving(spec: ClusterSpec) -> list[tuple[str, str]]:
     return settings
 
 
+POWER_SAVE_INTERVAL = 1
+
+
 def slurmctld_parameters(spec: ClusterSpec) -> str:
     """SlurmctldParameters: configless; with elastic pools also idle_on_node_suspend (a node
-    given back leaves any drain or down state behind: its next pod is a new one). A node's
-    address is learned as it registers (Slurm's default since cloud_reg_addrs went)."""
+    given back leaves any drain or down state behind: its next pod is a new one) and
+    power_save_interval=1 (Slurm looks for nodes to power up or down every second, not every
+    10: a queued job's pods are asked for at once). A node's address is learned as it
+    registers (Slurm's default since cloud_reg_addrs went)."""
     parameters = ["enable_configless"]
     if spec.elastic_pools:
-        parameters.append("idle_on_node_suspend")
+        parameters += ["idle_on_node_suspend", f"power_save_interval={POWER_SAVE_INTERVAL}"]
     return ",".join(parameters)
 
 

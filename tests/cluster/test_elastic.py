@@ -20,7 +20,7 @@ STACK = Path(__file__).resolve().parent / "Pulumi.elastic.yaml"
 NODES = ["elastic-cpu-0", "elastic-cpu-1", "elastic-cpu-2"]
 IDLE_SECONDS = 10
 START_TIMEOUT_SECONDS = 30
-# Idle time, Slurm's power-save scan (every 10 s), SuspendTimeout (10 s here) and a margin.
+# Idle time, Slurm's power-save scan (every second), SuspendTimeout (10 s here) and a margin.
 GIVEN_BACK_WITHIN = IDLE_SECONDS + 10 + 10 + 30
 START_WITHIN = 90  # submit to start from zero: the pod's start and slurmd's registration
 
