@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set up, build the images (cached under
 # /var/cache/slurm-stack), lint, then every test. With no arguments pytest runs two workers:
-# one runs the real-Slurm tier (tests/cluster) in order, the other every other test beside
-# it, since the tier mostly waits on Slurm (about a quarter of two cores busy). Arguments go
-# to pytest as they are, in one process unless they say `-n`.
+# each runs one half of the real-Slurm tier (tests/cluster) in order and shares the other
+# tests with the other worker, since the tier mostly waits on Slurm (tests/conftest.py).
+# Arguments go to pytest as they are, in one process unless they say `-n`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -76,16 +76,29 @@ class _FixtureTimes:
 
 
 REAL_SLURM_TIER = "tests/cluster/"
+# Real-Slurm files whose stacks are module fixtures of their own (no session fixture: not the
+# itest `cluster`, not the registries): one worker runs them, in order, while the other runs
+# the rest of the tier, each beside its share of the other tests. The two halves take about
+# as long (the tier mostly waits on Slurm).
+BESIDE_THE_TIER = ("test_controller_ha.py", "test_drain.py", "test_elastic.py")
+# Files whose module fixtures share one podman network or container name: on one worker.
+SANDBOX_UNIT_FILES = "tests/test_sandbox_"
 
 
 class RealSlurmTierTogether(LoadScopeScheduling):
-    """xdist's scheduling for scripts/test.sh (`-n 2`): one worker runs the whole real-Slurm
-    tier in order, its stacks being module and session fixtures booted one at a time, while
-    the other workers share the rest test by test. (xdist's own `xdist_group` marks do not
+    """xdist's scheduling for scripts/test.sh (`-n 2`): the real-Slurm tier in two halves,
+    each run in order by one worker (its stacks being module and session fixtures booted one
+    at a time), the other tests shared test by test. (xdist's own `xdist_group` marks do not
     group on pytest 9.2, whose node IDs no longer read the suffix xdist adds.)"""
 
     def _split_scope(self, nodeid: str) -> str:
-        return REAL_SLURM_TIER if nodeid.startswith(REAL_SLURM_TIER) else nodeid
+        path = nodeid.split("::", 1)[0]
+        if nodeid.startswith(REAL_SLURM_TIER):
+            beside = path.removeprefix(REAL_SLURM_TIER) in BESIDE_THE_TIER
+            return f"{REAL_SLURM_TIER}{'beside' if beside else 'main'}"
+        if path.startswith(SANDBOX_UNIT_FILES):
+            return path
+        return nodeid
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> RealSlurmTierTogether:

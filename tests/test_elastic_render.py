@@ -105,7 +105,7 @@ def test_slurm_conf_powers_down_the_elastic_pool_alone() -> None:
     ) in lines
     assert (
         "PartitionName=elastic-cpu Nodes=cpu Hidden=YES State=INACTIVE Default=NO "
-        "SuspendTime=10 ResumeTimeout=30"
+        "SuspendTime=5 ResumeTimeout=30"
     ) in lines
     # The global SuspendTime stays INFINITE: the fixed pool's nodes never power down.
     assert not [line for line in lines if line.startswith("SuspendTime=")]

@@ -11,16 +11,43 @@ def scheduler() -> RealSlurmTierTogether:
     return object.__new__(RealSlurmTierTogether)
 
 
-def test_the_real_slurm_tier_is_one_unit_of_work(scheduler: RealSlurmTierTogether) -> None:
-    scopes = {
-        scheduler._split_scope(nodeid)
-        for nodeid in (
-            "tests/cluster/test_boot.py::test_a_fresh_stack_logs_no_error",
-            "tests/cluster/test_drain.py::test_root_jobs_are_refused_unless_the_stack_allows_them",
-            "tests/cluster/test_updates.py::test_x[slurmdbd]",
-        )
-    }
-    assert scopes == {"tests/cluster/"}
+def test_the_real_slurm_tier_is_two_units_of_work(scheduler: RealSlurmTierTogether) -> None:
+    main = [
+        "tests/cluster/test_boot.py::test_a_fresh_stack_logs_no_error",
+        "tests/cluster/test_updates.py::test_x[slurmdbd]",
+        "tests/cluster/test_lifecycle.py::test_y",
+    ]
+    beside = [
+        "tests/cluster/test_drain.py::test_root_jobs_are_refused_unless_the_stack_allows_them",
+        "tests/cluster/test_controller_ha.py::test_z",
+        "tests/cluster/test_elastic.py::test_w",
+    ]
+    assert {scheduler._split_scope(nodeid) for nodeid in main} == {"tests/cluster/main"}
+    assert {scheduler._split_scope(nodeid) for nodeid in beside} == {"tests/cluster/beside"}
+
+
+def test_the_files_beside_the_tier_use_no_session_stack() -> None:
+    """Their stacks are module fixtures of their own: no worker boots the itest stack or the
+    registries twice."""
+    import re
+    from pathlib import Path
+
+    from tests.conftest import BESIDE_THE_TIER
+
+    session_fixture = re.compile(r"def test_\w+\([^)]*\b(cluster|image_registry)\b")
+    for name in BESIDE_THE_TIER:
+        text = (Path(__file__).parent / "cluster" / name).read_text()
+        assert not session_fixture.search(text), name
+    itest = (Path(__file__).parent / "cluster" / "test_boot.py").read_text()
+    assert session_fixture.search(itest)  # the pattern finds one where there is one
+
+
+def test_a_sandbox_unit_file_is_one_unit_of_work(scheduler: RealSlurmTierTogether) -> None:
+    nodeids = [
+        "tests/test_sandbox_liveness.py::test_a",
+        "tests/test_sandbox_liveness.py::test_b[x]",
+    ]
+    assert {scheduler._split_scope(n) for n in nodeids} == {"tests/test_sandbox_liveness.py"}
 
 
 def test_every_other_test_is_a_unit_of_its_own(scheduler: RealSlurmTierTogether) -> None:

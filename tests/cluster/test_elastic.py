@@ -1,6 +1,6 @@
 """Elastic pools on real Slurm: power saving starts and gives back worker pods.
 
-Booted from `Pulumi.elastic.yaml`: pool cpu is elastic (0 to 3 nodes, 10 s idle, 30 s to
+Booted from `Pulumi.elastic.yaml`: pool cpu is elastic (0 to 3 nodes, 5 s idle, 30 s to
 start) and the only pool of partition main; pool base is fixed (1 node). The scaler runs as
 slurmctld's ResumeProgram/SuspendProgram and changes the pool's StatefulSet size through the
 sandbox's stand-in API (its `scale` subresource), whose StatefulSet controller starts and
@@ -18,10 +18,10 @@ from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
 
 STACK = Path(__file__).resolve().parent / "Pulumi.elastic.yaml"
 NODES = ["elastic-cpu-0", "elastic-cpu-1", "elastic-cpu-2"]
-IDLE_SECONDS = 10
+IDLE_SECONDS = 5
 START_TIMEOUT_SECONDS = 30
-# Idle time, Slurm's power-save scan (every second), SuspendTimeout (10 s here) and a margin.
-GIVEN_BACK_WITHIN = IDLE_SECONDS + 10 + 10 + 30
+# Idle time, Slurm's power-save scan (every second), SuspendTimeout (5 s here) and a margin.
+GIVEN_BACK_WITHIN = IDLE_SECONDS + 1 + 5 + 45
 START_WITHIN = 90  # submit to start from zero: the pod's start and slurmd's registration
 
 
