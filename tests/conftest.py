@@ -79,26 +79,31 @@ REAL_SLURM_TIER = "tests/cluster/"
 # Real-Slurm files whose stacks are module fixtures of their own (no session fixture: not the
 # itest `cluster`, not the registries): one worker runs them, in order, while the other runs
 # the rest of the tier, each beside its share of the other tests. The two halves take about
-# as long (the tier mostly waits on Slurm).
-BESIDE_THE_TIER = ("test_controller_ha.py", "test_drain.py", "test_elastic.py")
-# Files whose module fixtures share one podman network or container name: on one worker.
-SANDBOX_UNIT_FILES = "tests/test_sandbox_"
+# as long (the tier mostly waits on Slurm). Two stacks that run at once need sandbox
+# subnets of their own (tests/test_suite_scheduling.py checks the names).
+BESIDE_THE_TIER = (
+    "test_cgroups.py",
+    "test_controller_ha.py",
+    "test_directory.py",
+    "test_drain.py",
+    "test_elastic.py",
+)
 
 
 class RealSlurmTierTogether(LoadScopeScheduling):
     """xdist's scheduling for scripts/test.sh (`-n 2`): the real-Slurm tier in two halves,
     each run in order by one worker (its stacks being module and session fixtures booted one
-    at a time), the other tests shared test by test. (xdist's own `xdist_group` marks do not
-    group on pytest 9.2, whose node IDs no longer read the suffix xdist adds.)"""
+    at a time), the other tests shared file by file: a file's module fixtures (a podman
+    network of a fixed name, a plugin built in the tree) exist once. (xdist's own
+    `xdist_group` marks do not group on pytest 9.2, whose node IDs no longer read the suffix
+    xdist adds.)"""
 
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
         if nodeid.startswith(REAL_SLURM_TIER):
             beside = path.removeprefix(REAL_SLURM_TIER) in BESIDE_THE_TIER
             return f"{REAL_SLURM_TIER}{'beside' if beside else 'main'}"
-        if path.startswith(SANDBOX_UNIT_FILES):
-            return path
-        return nodeid
+        return path
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> RealSlurmTierTogether:

@@ -254,4 +254,6 @@ def test_new_login_and_controller_images_keep_every_job(updates: Cluster) -> Non
             set_image(cluster, component, None)
         cluster.sandbox.up(build=False)
         for reference in new.values():
-            cluster.sandbox.podman.run(["untag", reference], check=False)
+            # The name alone: `podman untag IMAGE` without a name removes every name of the
+            # image, the release tag the other stacks run too.
+            cluster.sandbox.podman.run(["untag", reference, reference], check=False)
