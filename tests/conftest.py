@@ -87,6 +87,7 @@ BESIDE_THE_TIER = (
     "test_directory.py",
     "test_drain.py",
     "test_elastic.py",
+    "test_external_database.py",
 )
 
 

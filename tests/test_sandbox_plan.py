@@ -302,3 +302,30 @@ def test_an_optional_secret_volume_without_its_secret_is_empty_as_the_kubelet_mo
                 volume["secret"]["optional"] = False
     with pytest.raises(ValueError, match="volume registry-auth needs Secret dev-registry-auth"):
         plan(objects, STATE)
+
+
+def test_no_pod_is_ever_given_an_outside_machines_address() -> None:
+    """Pods take the subnet from .10 up to .239, however many there are; .240-.254 are kept
+    for machines outside the cluster (outside.py), the tools below .10 for the sandbox's."""
+    from slurm_stack.sandbox.kube_api import kube_api_address
+    from slurm_stack.sandbox.outside import outside_address
+    from slurm_stack.sandbox.plan import allocate_ips, outside_addresses, pod_addresses
+    from slurm_stack.sandbox.prometheus import prometheus_address
+
+    subnet = "10.89.7.0/24"
+    outside = outside_addresses(subnet)
+    assert (outside[0], outside[-1]) == ("10.89.7.240", "10.89.7.254")
+    assert [outside_address(subnet, slot) for slot in range(len(outside))] == outside
+    names = [f"pod-{i}" for i in range(len(pod_addresses(subnet)))]
+    given = allocate_ips(names, subnet, {})
+    assert sorted(given.values()) == sorted(pod_addresses(subnet))
+    assert (given["pod-0"], given[names[-1]]) == ("10.89.7.10", "10.89.7.239")
+    tools = {kube_api_address(subnet), prometheus_address(subnet)}
+    assert not set(given.values()) & (set(outside) | tools)
+    assert not set(outside) & tools
+    # Pods that come back keep theirs; with every pod address taken, a new pod gets none of
+    # the outside machines' but fails, naming the subnet.
+    with pytest.raises(ValueError, match="too few addresses"):
+        allocate_ips([*names, "one-more"], subnet, given)
+    with pytest.raises(ValueError, match="slots 0 to 14"):
+        outside_address(subnet, len(outside))

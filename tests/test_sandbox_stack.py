@@ -111,3 +111,41 @@ def test_the_program_digest_follows_every_file_of_the_package(
     (package / "__pycache__" / "x.pyc").write_bytes(b"compiled")
     assert digest() == after  # compiled files follow from the sources
     render_cache.program_digest.cache_clear()
+
+
+def test_an_external_databases_password_follows_the_config_a_generated_one_is_kept(
+    tmp_path: Path,
+) -> None:
+    """Pulumi rewrites a Secret rendered from `accountingDbPassword` when the config changes;
+    the embedded database's random password stays as it was first generated."""
+    from slurm_stack.sandbox.stack import config_rendered_secrets
+    from slurm_stack.spec import load_spec
+
+    base = {
+        "name": "c",
+        "workerPools": [{"name": "cpu", "replicas": 1}],
+        "jail": {"storageClass": "standard", "size": "5Gi"},
+    }
+    cluster = {**base, "accounting": {"mode": "external", "external": {"host": "db"}}}
+    external = load_spec(cluster, db_password_provided=True)
+    assert config_rendered_secrets(external) == {"c-db-password", "c-registry-auth"}
+    referenced = {
+        "mode": "external",
+        "external": {"host": "db", "passwordSecret": {"name": "s", "key": "k"}},
+    }
+    assert "c-db-password" not in config_rendered_secrets(
+        load_spec({**cluster, "accounting": referenced})
+    )
+    embedded = load_spec(base)
+    assert config_rendered_secrets(embedded) == {"c-registry-auth"}
+
+    state = tmp_path / "secrets.json"
+    rendered = config_rendered_secrets(external)
+    keep_secrets([secret("c-db-password", "accounting", "one")], state, rendered)
+    again = keep_secrets([secret("c-db-password", "accounting", "two")], state, rendered)
+    assert data(again, "c-db-password") == "two"
+    # Generated (the embedded database's): the first value stays.
+    generated = tmp_path / "generated.json"
+    keep_secrets([secret("c-db-password", "accounting", "one")], generated)
+    kept = keep_secrets([secret("c-db-password", "accounting", "two")], generated)
+    assert data(kept, "c-db-password") == "one"

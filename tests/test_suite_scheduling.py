@@ -23,6 +23,7 @@ def test_the_real_slurm_tier_is_two_units_of_work(scheduler: RealSlurmTierTogeth
         "tests/cluster/test_elastic.py::test_w",
         "tests/cluster/test_cgroups.py::test_v",
         "tests/cluster/test_directory.py::test_u",
+        "tests/cluster/test_external_database.py::test_t",
     ]
     assert {scheduler._split_scope(nodeid) for nodeid in main} == {"tests/cluster/main"}
     assert {scheduler._split_scope(nodeid) for nodeid in beside} == {"tests/cluster/beside"}
@@ -59,8 +60,18 @@ def test_every_other_file_is_a_unit_of_its_own(scheduler: RealSlurmTierTogether)
 
 # The sandboxes each half boots, by name (a stack file's `name`, or the name a test gives it),
 # and the unit tests' own sandboxes, which run beside both halves.
-MAIN_HALF_SANDBOXES = ("itest", "authslurm", "gpus", "labels", "site", "updates", "upgrade", "dev")
-BESIDE_SANDBOXES = ("cg", "ha", "ldapdir", "drain", "elastic")
+MAIN_HALF_SANDBOXES = (
+    "itest",
+    "authslurm",
+    "gpus",
+    "labels",
+    "site",
+    "updates",
+    "upgrade",
+    "hybrid",
+    "dev",
+)
+BESIDE_SANDBOXES = ("cg", "ha", "ldapdir", "drain", "elastic", "extdb")
 UNIT_SANDBOXES = ("lvtest", "sctest")
 
 

@@ -27,7 +27,7 @@ from pulumi.runtime.mocks import MockMonitor, MockSettings
 from pulumi.runtime.proto import engine_pb2, resource_pb2
 from pulumi.runtime.stack import run_in_stack
 
-from slurm_stack.offline.mocks import OfflineMocks, mock_state
+from slurm_stack.offline.mocks import LoadBalancerAddress, OfflineMocks, mock_state
 
 # Stands in for values that are unknown during a preview.
 UNKNOWN = "<unknown>"
@@ -161,8 +161,13 @@ def _encode_struct(values: dict[str, Any], secret: frozenset[str]) -> struct_pb2
 
 
 class _RecordingMonitor(MockMonitor):
-    def __init__(self, previous_outputs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        previous_outputs: Mapping[str, Any] | None = None,
+        balancer: LoadBalancerAddress | None = None,
+    ) -> None:
         super().__init__(OfflineMocks(previous_outputs))
+        self.balancer = balancer
         self.lock = threading.Lock()
         self.records: dict[str, RecordedResource] = {}
         self.registered_outputs: dict[str, tuple[dict[str, Any], frozenset[str]]] = {}
@@ -201,7 +206,7 @@ class _RecordingMonitor(MockMonitor):
         inputs, secret_paths = decode_struct(request.object)
         id_, outputs, secret_outputs = "", {}, frozenset[str]()
         if request.custom:
-            id_, outputs = mock_state(request.type, request.name, urn, inputs)
+            id_, outputs = mock_state(request.type, request.name, urn, inputs, self.balancer)
             # As the engine does: declared secret outputs, and outputs whose input was secret.
             secret_inputs = {_top(path) for path in secret_paths}
             secret_outputs = frozenset(
@@ -293,6 +298,7 @@ def run_program(
     secret_keys: Iterable[str] | None = None,
     preview: bool = False,
     previous_outputs: Mapping[str, Any] | None = None,
+    load_balancer_address: LoadBalancerAddress | None = None,
 ) -> ProgramRun:
     """Run `program` under the mock engine and return what it registered, fully settled.
 
@@ -300,10 +306,12 @@ def run_program(
     `<project>:` prefix; values that are not strings are JSON-encoded, as the engine hands
     objects to `pulumi.Config`. `secret_keys` names the secret ones. `previous_outputs` are
     the stack's outputs from its last update (what the program reads back about itself).
+    `load_balancer_address` stands in for the cloud that gives LoadBalancer Services their
+    address (the sandbox's: the address of the pod a Service selects).
     Raises the program's own exception if it fails, and `OfflineEngineError` for problems the
     engine would reject (duplicate URNs) or mocks that failed.
     """
-    monitor = _RecordingMonitor(previous_outputs)
+    monitor = _RecordingMonitor(previous_outputs, load_balancer_address)
     engine = _RecordingEngine()
     failure: list[BaseException] = []
 

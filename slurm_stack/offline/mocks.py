@@ -76,7 +76,13 @@ def kubernetes_kind(type_: str) -> tuple[str, str] | None:
     return api_version, parts[2]
 
 
-def _kubernetes(type_: str, name: str, urn: str, inputs: Outputs) -> tuple[str, Outputs]:
+LoadBalancerAddress = Callable[[Mapping[str, Any]], str | None]
+"""Where a stand-in cloud puts a LoadBalancer Service (given its spec); None: the default."""
+
+
+def _kubernetes(
+    type_: str, name: str, urn: str, inputs: Outputs, balancer: LoadBalancerAddress | None = None
+) -> tuple[str, Outputs]:
     kind = (kubernetes_kind(type_) or ("", ""))[1]
     state = copy.deepcopy(inputs)
     meta = state.setdefault("metadata", {})
@@ -91,7 +97,8 @@ def _kubernetes(type_: str, name: str, urn: str, inputs: Outputs) -> tuple[str, 
             octets = _derived_bytes(urn, "cluster-ip", 2)
             spec["clusterIP"] = f"10.96.{octets[0]}.{max(octets[1], 1)}"
         if spec.get("type") == "LoadBalancer":
-            state["status"] = {"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP}]}}
+            address = (balancer(spec) if balancer else None) or LOAD_BALANCER_IP
+            state["status"] = {"loadBalancer": {"ingress": [{"ip": address}]}}
     namespace = meta.get("namespace")
     return (f"{namespace}/{meta['name']}" if namespace else meta["name"]), state
 
@@ -167,10 +174,17 @@ _COMPUTED: dict[str, Callable[[str, str, Outputs], Outputs]] = {
 }
 
 
-def mock_state(type_: str, name: str, urn: str, inputs: Outputs) -> tuple[str, Outputs]:
-    """The (id, outputs) a provider would return for creating a custom resource."""
+def mock_state(
+    type_: str,
+    name: str,
+    urn: str,
+    inputs: Outputs,
+    balancer: LoadBalancerAddress | None = None,
+) -> tuple[str, Outputs]:
+    """The (id, outputs) a provider would return for creating a custom resource; a
+    LoadBalancer Service's address comes from ``balancer`` where it gives one."""
     if kubernetes_kind(type_):
-        return _kubernetes(type_, name, urn, inputs)
+        return _kubernetes(type_, name, urn, inputs, balancer)
     state = copy.deepcopy(inputs)
     if type_ in _COMPUTED:
         state |= _COMPUTED[type_](name, urn, inputs)

@@ -27,6 +27,7 @@ from slurm_stack.sandbox.claims import ensure_claim
 from slurm_stack.sandbox.exec_probes import NsenterExec
 from slurm_stack.sandbox.images import ROOT
 from slurm_stack.sandbox.liveness import targets_of, tcp_probe, update_targets
+from slurm_stack.sandbox.outside import remove_outside_machines
 from slurm_stack.sandbox.plan import (
     FAKE_DRIVER_LIBRARY_NAME,
     LAST_PHASE,
@@ -925,9 +926,10 @@ class Applier:
         return tuple(json.loads(out)) if out and out != "<no value>" else ()
 
     def down(self, *, graceful: bool = True) -> list[str]:
-        """Stop and remove every pod (preStop hooks first) and the network; keep the state.
-        Pods go in the reverse of their start order, so workers drain while slurmctld still
-        answers. Not ``graceful``: kill every pod at once (nothing is kept anyway)."""
+        """Stop and remove every pod (preStop hooks first), then the machines outside the
+        cluster (outside.py) and the network; keep the state. Pods go in the reverse of their
+        start order, so workers drain while slurmctld still answers. Not ``graceful``: kill
+        every pod and machine at once (nothing is kept anyway)."""
         pods = self.podman.labelled("pod", f"{SANDBOX_LABEL}={self.sandbox}")
         phase = {
             str(p["Name"]): PHASES.get(
@@ -944,6 +946,7 @@ class Applier:
                     self.remove_pod(name)
         elif names:
             self.kill_pods(*names)
+        remove_outside_machines(self.podman, self.sandbox, seconds=None if graceful else 0)
         self.podman.run(["network", "rm", "--force", network_name(self.sandbox)], check=False)
         self._network_ready = False
         return names

@@ -154,6 +154,25 @@ Everything Kubernetes does that podman does not is translated here, in one place
   nothing asks them (`kubectl drain` would);
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
   podman's network (on Kubernetes the network plugin enforces them);
+- a machine outside the cluster (an external accounting database, a directory server, a host
+  that runs Slurm beside the pods) is a container on the sandbox's network (`outside.py`),
+  `<sandbox>-outside-<name>`, at a fixed address among the subnet's last fifteen (.240-.254),
+  which no pod is given; `sandbox down` removes it after the pods, and `--delete-data` its
+  files (`outside/<name>` in the sandbox state), as a volume's. Whoever needs one (a test)
+  starts it before the `up` whose pods use it: `up` neither starts nor waits for it. What
+  stays different: pods reach it by address alone (no host entry names it), on their own
+  network (a real one is routed to, often through NAT);
+- a LoadBalancer Service that selects one pod by name (`statefulset.kubernetes.io/pod-name`:
+  the controllers' Services for hosts outside Kubernetes, `externalNodes`) has that pod's
+  address as its load balancer's in the stack's outputs (`stack.load_balancer_stand_in`: the
+  address is handed out as the program runs and kept for the pod); other LoadBalancer
+  Services keep the mock engine's unreachable one. What stays different: a real load
+  balancer has an address of its own in front of the pod and admits only its
+  `loadBalancerSourceRanges` (the sandbox's pod admits anyone on its network);
+- an external database's password (`accounting.mode: external`) is the Secret the program
+  renders from the `accountingDbPassword` config, which follows the config as Pulumi's
+  update would (`stack.py`); a `passwordSecret` names a Secret someone made with kubectl,
+  which a sandbox has no way to hold: its plan fails, naming the Secret;
 - seccomp follows the manifest: no profile is Unconfined (the kubelet's default without
   --seccomp-default), `RuntimeDefault` is podman's default profile with containerd's rules
   laid over it (`sandbox/seccomp.py`): every call containerd allows only with a capability
@@ -425,7 +444,7 @@ def plan(
     ]
     schedules = {m["metadata"]["name"]: m["spec"]["schedule"] for m in by_kind.get("CronJob", [])}
     templates.sort(key=lambda item: item[0])
-    ips = _allocate_ips([name for name, _, _ in templates], subnet, ips or {})
+    ips = allocate_ips([name for name, _, _ in templates], subnet, ips or {})
 
     files: list[File] = []
     directories: set[str] = set()
@@ -566,13 +585,32 @@ def _service_account_volume(
     return service_account_dir(state_dir, *service_account_of(workload))
 
 
-def _allocate_ips(names: list[str], subnet: str, existing: Mapping[str, str]) -> dict[str, str]:
+# How a sandbox's subnet is shared (a /24: hosts .1 to .254): .1-.9 the gateway and the
+# sandbox's tools (the directory tests' LDAP server .5, Prometheus .6, the stand-in API .8),
+# then the pods, and the last OUTSIDE_ADDRESSES (.240-.254) for machines outside the cluster
+# (outside.py), which no pod is ever given.
+FIRST_POD_HOST = 9  # the index of .10 among the subnet's hosts
+OUTSIDE_ADDRESSES = 15
+
+
+def pod_addresses(subnet: str) -> list[str]:
+    """The addresses the plan gives pods, lowest first."""
+    return [str(ip) for ip in ipaddress.ip_network(subnet).hosts()][
+        FIRST_POD_HOST:-OUTSIDE_ADDRESSES
+    ]
+
+
+def outside_addresses(subnet: str) -> list[str]:
+    """The addresses kept for machines outside the cluster (outside.py), lowest first."""
+    return [str(ip) for ip in ipaddress.ip_network(subnet).hosts()][-OUTSIDE_ADDRESSES:]
+
+
+def allocate_ips(names: list[str], subnet: str, existing: Mapping[str, str]) -> dict[str, str]:
     """Keep the address of every pod that had one; give new pods the lowest free ones (none
     that ``existing`` holds for a pod not planned now, which may come back)."""
-    hosts = list(ipaddress.ip_network(subnet).hosts())[9:]  # .1-.9 for the gateway and tools
     kept = {name: existing[name] for name in names if name in existing}
     taken = set(existing.values())
-    free = (str(ip) for ip in hosts if str(ip) not in taken)
+    free = (ip for ip in pod_addresses(subnet) if ip not in taken)
     try:
         return {name: kept[name] if name in kept else next(free) for name in names}
     except StopIteration:

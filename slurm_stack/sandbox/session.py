@@ -25,6 +25,7 @@ from slurm_stack.sandbox.images import ROOT, ensure_images
 from slurm_stack.sandbox.kube_api import PORT as KUBE_API_PORT
 from slurm_stack.sandbox.kube_api import SERVICE_ACCOUNT_DIR, SandboxKubeApi, wants_kube_api
 from slurm_stack.sandbox.liveness import start_prober, stop_prober
+from slurm_stack.sandbox.outside import OutsideMachines
 from slurm_stack.sandbox.plan import Plan, plan
 from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
 from slurm_stack.sandbox.prometheus import SandboxPrometheus, wants_prometheus
@@ -427,7 +428,7 @@ class Sandbox:
         is another running cluster's (rendering writes there)."""
         self._refuse_shared_state()
         self.state.root.mkdir(parents=True, exist_ok=True)
-        stack = render_for_sandbox(self.stack_file, self.project, self.state)
+        stack = render_for_sandbox(self.stack_file, self.project, self.state, subnet_for(self.name))
         self._spec = stack.spec
         self._outputs = stack.outputs
         self._manifests = stack.manifests
@@ -615,9 +616,17 @@ class Sandbox:
             self.name, network_name(self.name), subnet_for(self.name), self.state.root, self.podman
         )
 
+    def outside(self) -> OutsideMachines:
+        """Machines outside the cluster on this sandbox's network (outside.py): an external
+        database, a host that runs Slurm beside the pods; `down` removes them."""
+        return OutsideMachines(
+            self.name, network_name(self.name), subnet_for(self.name), self.state.root, self.podman
+        )
+
     def down(self, *, delete_data: bool = False) -> list[str]:
-        """Remove the pods and network; with ``delete_data`` also every volume and key (then
-        pods are killed at once: no preStop drain, as nothing they would save is kept).
+        """Remove the pods, the machines outside the cluster and the network; with
+        ``delete_data`` also every volume and key (then pods are killed at once: no preStop
+        drain, as nothing they would save is kept).
         Refused when the running cluster of this name, or this state directory, is another
         stack's (a copy of this stack file may stop its own sandbox)."""
         self.refuse_collision("down", stopping=True)

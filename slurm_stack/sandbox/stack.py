@@ -6,7 +6,8 @@ Two things are added to what the stack file says, both as a deployed cluster wou
   keys); the stack's users Job creates it like any other;
 - Secret values kept from the first `up`: Pulumi state keeps the values of random resources, so
   a re-apply never rotates the munge key, the host keys or the database password (a Secret
-  rendered from the stack config, sssd's, follows the config instead).
+  rendered from the stack config follows the config instead: sssd's, the registry
+  credentials, and an external database's password from `accountingDbPassword`).
 """
 
 import base64
@@ -14,17 +15,21 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from slurm_stack import naming
+from slurm_stack.k8s.accounting import db_password_secret
 from slurm_stack.k8s.rest_api import KEY_GENERATION_ANNOTATION
 from slurm_stack.offline import manifests, validate_manifests
 from slurm_stack.offline.engine import run_program
+from slurm_stack.sandbox.plan import allocate_ips
 from slurm_stack.sandbox.render_cache import load_render, render_key, save_render
-from slurm_stack.sandbox.state import SandboxState
+from slurm_stack.sandbox.state import SandboxState, hold_ips
 from slurm_stack.spec import (
     DB_PASSWORD_CONFIG_KEY,
     LDAP_PASSWORD_CONFIG_KEY,
@@ -89,9 +94,38 @@ def with_sandbox_user(cluster: dict[str, Any], public_key: str) -> dict[str, Any
     return {**cluster, "login": login}
 
 
-def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> SandboxStack:
+# The label by which a Service selects one pod of a StatefulSet.
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+
+
+def load_balancer_stand_in(
+    state: SandboxState, subnet: str
+) -> Callable[[Mapping[str, Any]], str | None]:
+    """The sandbox's cloud load balancer: a LoadBalancer Service that selects one pod by name
+    answers at that pod's address (handed out now if the pod has none yet, and kept for the
+    pod as every address is). Others get the engine's default (an unreachable address)."""
+
+    def address(service_spec: Mapping[str, Any]) -> str | None:
+        pod = (service_spec.get("selector") or {}).get(POD_NAME_LABEL)
+        if not isinstance(pod, str):
+            return None
+        with hold_ips(state):
+            known = state.load_ips()
+            if pod not in known:
+                known[pod] = allocate_ips([pod], subnet, known)[pod]
+                state.save_ips(known)
+            return known[pod]
+
+    return address
+
+
+def render_for_sandbox(
+    stack_file: Path, project: str, state: SandboxState, subnet: str | None = None
+) -> SandboxStack:
     """Run the stack program offline with the sandbox user (or take the last render, when
-    nothing it follows from changed: `render_cache`); keep Secret values across runs."""
+    nothing it follows from changed: `render_cache`); keep Secret values across runs. With
+    ``subnet``, a LoadBalancer Service that selects one pod by name gets that pod's address
+    as its own (`load_balancer_stand_in`)."""
     from slurm_stack.program import run
 
     stack = load_stack_config(stack_file, project)
@@ -129,6 +163,7 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
             config=config,
             secret_keys=stack.secret_keys,
             previous_outputs=previous_outputs,
+            load_balancer_address=load_balancer_stand_in(state, subnet) if subnet else None,
         )
         documents, outputs = manifests(result.resources), dict(result.outputs)
         known_valid = state.load_valid_manifests()
@@ -137,7 +172,8 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
         if problems:
             raise SandboxStackError("rendered objects fail the schema:\n  " + "\n  ".join(problems))
         save_render(state.render_file, kept_under, documents, outputs)
-    return SandboxStack(spec, keep_secrets(documents, state.secrets_file), outputs)
+    rendered = config_rendered_secrets(spec)
+    return SandboxStack(spec, keep_secrets(documents, state.secrets_file, rendered), outputs)
 
 
 # Secrets rendered from the stack config (and its secret values) rather than generated:
@@ -145,17 +181,32 @@ def render_for_sandbox(stack_file: Path, project: str, state: SandboxState) -> S
 RENDERED_SECRET_COMPONENTS = frozenset({"directory"})
 
 
-def keep_secrets(documents: list[Manifest], path: Path) -> list[Manifest]:
-    """Generated Secrets get the data they had at the first apply; new ones are recorded. A
-    Secret with a new generation annotation (the JWT key's) holds a new value: the program
-    replaced what generates it."""
+def config_rendered_secrets(spec: ClusterSpec) -> frozenset[str]:
+    """The Secrets, by name, that the program renders from stack config values rather than
+    generates, beside those of `RENDERED_SECRET_COMPONENTS`: the registry credentials
+    (`registryAuth`) and, with an external database and no `passwordSecret`, its password
+    (`accountingDbPassword`; otherwise that Secret holds a random password)."""
+    names = {naming.registry_auth_secret_name(spec.name)}
+    accounting = spec.accounting
+    if accounting.mode == "external" and accounting.external.password_secret is None:
+        names.add(db_password_secret(spec)[0])
+    return frozenset(names)
+
+
+def keep_secrets(
+    documents: list[Manifest], path: Path, rendered: Collection[str] = ()
+) -> list[Manifest]:
+    """Generated Secrets get the data they had at the first apply; new ones are recorded.
+    Those ``rendered`` names and those of `RENDERED_SECRET_COMPONENTS`, rendered from the
+    stack config, take the data they are rendered with. A Secret with a new generation
+    annotation (the JWT key's) holds a new value: the program replaced what generates it."""
     kept: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
     out = []
     for document in documents:
         if document["kind"] == "Secret":
             name = document["metadata"]["name"]
             component = document["metadata"].get("labels", {}).get("app.kubernetes.io/component")
-            if component in RENDERED_SECRET_COMPONENTS:
+            if component in RENDERED_SECRET_COMPONENTS or name in rendered:
                 data = _base64_data(document)
             else:
                 annotations = document["metadata"].get("annotations", {})
