@@ -22,6 +22,11 @@
  * environment: node indexes, which slurmstepd sets or unsets itself) and no other, and each
  * task's CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES number them as the task sees them
  * (gpu_devices.c).
+ *
+ * A host outside Kubernetes (externalNodes) that does not mount the jail runs jobs on its own
+ * root filesystem, as any Slurm node does: its join script writes HOST_ROOT_MARKER, a file no
+ * worker pod's image has, and the plugin then leaves every step where it is (a container
+ * image is refused there: it is prepared in the jail's cache).
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -30,6 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
@@ -40,6 +46,9 @@
 #include "task_limits.h"
 
 SPANK_PLUGIN(chroot, 1);
+
+/* slurm_stack/paths.py OUTSIDE_HOST_ROOT_MARKER: only root on an outside host writes it. */
+#define HOST_ROOT_MARKER "/etc/slurm-stack/jobs-on-host-root"
 
 static struct jail_config cfg;
 static int opted_out;
@@ -208,6 +217,19 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 	if (spank_context() != S_CTX_REMOTE)
 		return 0;
+	if (access(HOST_ROOT_MARKER, F_OK) == 0) {
+		if (!container_image[0]) {
+			slurm_info("chroot: this host runs jobs on its own filesystem (%s)",
+				   HOST_ROOT_MARKER);
+			return 0;
+		}
+		snprintf(failure, sizeof(failure),
+			 "--container-image runs on worker pods only; this host (%s) runs jobs on "
+			 "its own filesystem",
+			 HOST_ROOT_MARKER);
+		jail_failed = 1;
+		return 0;
+	}
 	if (opted_out && cfg.allow_opt_out && !container_image[0]) {
 		slurm_info("chroot: the job asked for --no-jail; running on the node's filesystem");
 		return 0;

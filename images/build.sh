@@ -16,24 +16,7 @@ esac
 revision=$(sed -n 's/^IMAGE_REVISION = "\(.*\)"$/\1/p' ../slurm_stack/spec/models.py)
 tag="$slurm_version-$revision"
 registry=${SLURM_STACK_REGISTRY:-localhost/slurm-stack}
-cache=${SLURM_STACK_CACHE:-/var/cache/slurm-stack}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-
-rootfs="$cache/rootfs-$suite.tar"
-if [ ! -s "$rootfs" ]; then
-  mkdir -p "$cache"
-  echo "build.sh: creating the $suite base rootfs ($rootfs)" >&2
-  # The mirror may serve Release files older than their Valid-Until: accept them.
-  # --format: the name ends in .partial, from which mmdebstrap would guess a directory.
-  mmdebstrap --variant=minbase --mode=root --format=tar --include=ca-certificates \
-    --aptopt='Acquire::Check-Valid-Until "false"' \
-    "$suite" "$rootfs.partial" "deb $mirror $suite main"
-  mv "$rootfs.partial" "$rootfs"
-fi
-if ! podman image exists "docker.io/library/debian:$suite"; then
-  podman import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    "$rootfs" "docker.io/library/debian:$suite" >/dev/null
-fi
+./debian-base.sh "$suite" >/dev/null
 
 base="$registry/base:$tag"
 podman build --pull=never --build-arg SUITE="$suite" -t "$base" base

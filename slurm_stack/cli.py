@@ -31,13 +31,102 @@ def main(argv: list[str] | None = None) -> int:
         "--k8s-versions",
         help="comma-separated Kubernetes minors to validate against (default: 1.30-1.34)",
     )
+    _add_join_script(commands)
     _add_sandbox(commands)
     args = parser.parse_args(argv)
     if args.command == "render":
         return _render(args)
     if args.command == "sandbox":
         return _sandbox(args)
+    if args.command == "join-script":
+        return _join_script(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _add_join_script(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    join = commands.add_parser(
+        "join-script",
+        help="print the script that joins a host outside Kubernetes to the cluster "
+        "(docs/hybrid.md)",
+    )
+    source = join.add_mutually_exclusive_group()
+    source.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml")
+    source.add_argument("--config", type=Path, help="a stack file anywhere")
+    join.add_argument("--project-dir", type=Path, default=Path.cwd(), help="where Pulumi.yaml is")
+    join.add_argument(
+        "--outputs",
+        type=Path,
+        required=True,
+        help="the stack's outputs as `pulumi stack output --json` writes them ('-': stdin)",
+    )
+    join.add_argument("--pool", help="the outside pool (default: the stack's only one)")
+    join.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="put the auth key in the script (from outputs written with --show-secrets); "
+        "without it the host reads the key from SLURM_STACK_AUTH_KEY_FILE",
+    )
+
+
+def _join_script(args: argparse.Namespace) -> int:
+    from slurm_stack.render.join_script import JoinError, render_join_script
+    from slurm_stack.spec import (
+        DB_PASSWORD_CONFIG_KEY,
+        LDAP_PASSWORD_CONFIG_KEY,
+        REGISTRY_AUTH_CONFIG_KEY,
+        load_spec,
+    )
+    from slurm_stack.stackfile import load_stack_config
+
+    loaded = _load_stack_file(args)
+    if loaded is None:
+        return 2
+    path, project = loaded
+    try:
+        text = sys.stdin.read() if str(args.outputs) == "-" else args.outputs.read_text()
+        outputs = json.loads(text)
+        config = load_stack_config(path, project).config
+        spec = load_spec(
+            json.loads(config[f"{project}:cluster"]),
+            **{
+                flag: f"{project}:{key.split(':', 1)[1]}" in config
+                for flag, key in (
+                    ("db_password_provided", DB_PASSWORD_CONFIG_KEY),
+                    ("ldap_password_provided", LDAP_PASSWORD_CONFIG_KEY),
+                    ("registry_auth_provided", REGISTRY_AUTH_CONFIG_KEY),
+                )
+            },
+        )
+    except (OSError, ValueError, KeyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except SpecError as error:
+        print(f"error: {path}: {error}", file=sys.stderr)
+        return 2
+    pools = [pool.name for pool in spec.outside_pools]
+    pool = args.pool or (pools[0] if len(pools) == 1 else None)
+    if pool is None:
+        print(
+            f"error: name the outside pool with --pool: {', '.join(pools) or '(none)'}",
+            file=sys.stderr,
+        )
+        return 2
+    key = None
+    if args.show_secrets:
+        key = outputs.get("outsideNodesAuthKey")
+        if not isinstance(key, str) or not key or key == "[secret]":
+            print(
+                "error: the outputs hold no auth key: write them with "
+                "`pulumi stack output --json --show-secrets`",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        sys.stdout.write(render_join_script(spec, pool, outputs, key))
+    except JoinError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _add_sandbox(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

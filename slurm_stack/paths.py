@@ -63,6 +63,9 @@ ELASTIC_RESUME = f"{PROJECT_LIB_DIR}/elastic-resume"
 ELASTIC_SUSPEND = f"{PROJECT_LIB_DIR}/elastic-suspend"
 ELASTIC_RESUME_FAIL = f"{PROJECT_LIB_DIR}/elastic-resume-fail"
 EPILOG = f"{PROJECT_LIB_DIR}/epilog"  # slurmd's, in worker pods
+# On a host outside Kubernetes that runs jobs on its own root filesystem: the jail plugin
+# leaves its steps there (chroot_plugin/spank_chroot.c HOST_ROOT_MARKER).
+OUTSIDE_HOST_ROOT_MARKER = "/etc/slurm-stack/jobs-on-host-root"
 CONTAINER_FETCH = f"{PROJECT_LIB_DIR}/container-fetch"  # pulls --container-image, in worker pods
 # containerRegistryAuth, root-only in worker pods; the fetch program reads it (same path).
 REGISTRY_AUTH_DIR = "/etc/slurm-stack/registry"

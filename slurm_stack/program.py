@@ -77,4 +77,7 @@ def run() -> SlurmCluster:
     pulumi.export("slurmVersion", cluster.slurm_version)
     pulumi.export(REPLICAS_OUTPUT, spec.controller.replicas)
     pulumi.export("restApiUrl", cluster.rest_api_url)
+    if spec.external_nodes is not None:
+        pulumi.export("outsideControllers", cluster.outside_controllers)
+        pulumi.export("outsideNodesAuthKey", cluster.outside_nodes_auth_key)
     return cluster

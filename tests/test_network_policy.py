@@ -230,15 +230,16 @@ def policies_of(run: ProgramRun) -> list[dict[str, Any]]:
     return [d for d in manifests(run.resources) if d["kind"] == "NetworkPolicy"]
 
 
-def computed_flows(run: ProgramRun) -> set[tuple[str, str, int]]:
+def computed_flows(run: ProgramRun, extra: Iterable[Peer] = ()) -> set[tuple[str, str, int]]:
     """(source, destination, TCP port) for every connection the policies allow, sources
-    and destinations named by component (a worker pool by `worker:<pool>`)."""
+    and destinations named by component (a worker pool by `worker:<pool>`); ``extra`` are
+    more peers outside the cluster."""
     policies = policies_of(run)
     ours = pods(run)
     namespace = ours[0].namespace
     outside = [
         Peer(p.name, namespace, p.labels, p.ip) if p.namespace == "@namespace" else p
-        for p in OUTSIDE
+        for p in [*OUTSIDE, *extra]
     ]
     return {
         (source.name, target.name, port)
@@ -250,14 +251,20 @@ def computed_flows(run: ProgramRun) -> set[tuple[str, str, int]]:
     }
 
 
-def expected_flows(run: ProgramRun, *flow_tables: list[tuple[str, str, Any, str]]) -> set:
-    """The table's flows between the components this run has, expanded to peers and ports."""
+def expected_flows(
+    run: ProgramRun, *flow_tables: list[tuple[str, str, Any, str]], extra: Iterable[Peer] = ()
+) -> set:
+    """The table's flows between the components this run has, expanded to peers and ports
+    (``extra``: more peers outside the cluster, named by their name)."""
+    extra_names = [p.name for p in extra]
     names = [p.name for p in pods(run)]
     srun = srun_ports(run)
 
     def expand(component: str) -> list[str]:
+        if component in extra_names:
+            return [component]
         if component == EVERYONE:
-            return [*names, *(p.name for p in OUTSIDE)]
+            return [*names, *(p.name for p in OUTSIDE), *extra_names]
         if component == ANY_POD:
             return [*names, *(p.name for p in OUTSIDE if p.namespace is not None)]
         return [n for n in names if n.split(":")[0] == component]
@@ -478,3 +485,43 @@ def test_a_nodes_sshd_is_reached_from_login_and_worker_pods_only() -> None:
             continue
         reachable = source.name.split(":")[0] in ("login", "worker")
         assert allowed(policies, source, node, 22) is reachable, source.name
+
+
+# externalNodes: a host in the declared ranges reaches slurmctld (registration, configless
+# fetch, its jobs' clients), every port of the worker pods (a job spanning hosts and pods:
+# srun's launches and the tasks' own ports) and srun on the login pods (its slurmstepd's
+# I/O); a host outside the ranges reaches nothing but SSH.
+OUTSIDE_HOST = Peer("outside-host", None, ip="192.0.2.9")
+OUTSIDE_HOST_FLOWS = [
+    ("outside-host", "controller", {SLURMCTLD_PORT}, "slurmd registers, fetches its config"),
+    ("outside-host", "worker", ANY_PORT, "srun launches on pods; tasks talk on their ports"),
+    ("outside-host", "login", "SRUN", "slurmstepd -> srun on a login pod"),
+]
+
+
+def with_outside_hosts(config: dict[str, Any]) -> None:
+    config["externalNodes"] = {
+        "addressRanges": ["192.0.2.0/28"],
+        "pools": [{"name": "metal", "hosts": ["bm1", "bm2"]}],
+    }
+
+
+def test_outside_hosts_in_the_declared_ranges_reach_exactly_what_slurm_needs() -> None:
+    hybrid = run_dev(with_outside_hosts)
+    stranger = Peer("other-host", None, ip="192.0.2.77")  # beside the range, not in it
+    computed = computed_flows(hybrid, extra=[OUTSIDE_HOST, stranger])
+    expected = expected_flows(
+        hybrid, SLURM_FLOWS, OUTSIDE_HOST_FLOWS, extra=[OUTSIDE_HOST, stranger]
+    )
+    assert computed == expected
+    assert {flow for flow in computed if flow[0] == "other-host"} == {("other-host", "login", 22)}
+
+
+def test_without_outside_hosts_no_address_reaches_slurmctld(dev_run: ProgramRun) -> None:
+    assert not [
+        rule
+        for policy in policies_of(dev_run)
+        for rule in policy["spec"].get("ingress", [])
+        for peer in rule.get("from", [])
+        if "ipBlock" in peer and policy["metadata"]["name"].endswith("controller-ingress")
+    ]

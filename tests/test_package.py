@@ -103,11 +103,18 @@ def test_the_schema_is_typed_and_documented(schema: dict[str, Any]) -> None:
         "configHash",
         "loginEndpoint",
         "namespace",
+        "outsideControllers",
+        "outsideNodesAuthKey",
         "restApiUrl",
         "slurmVersion",
         "sshCommand",
     ]
-    assert all(outputs[key]["type"] == "string" and outputs[key]["description"] for key in outputs)
+    assert all(outputs[key]["description"] for key in outputs)
+    assert all(outputs[key]["type"] == "string" for key in outputs if key != "outsideControllers")
+    controllers = outputs["outsideControllers"]
+    assert controllers["type"] == "array"
+    assert controllers["items"]["type"] == "object"
+    assert controllers["items"]["additionalProperties"]["type"] == "string"
     assert sorted(cluster["required"]) == sorted(outputs)
 
 

@@ -1074,14 +1074,14 @@ INVALID = [
     bad(
         {"controller.maxNodeCount": 10, "workerPools[0].replicas": 8, "workerPools[1].replicas": 3},
         "controller.maxNodeCount",
-        "10 is less than the 11 worker nodes of all pools (replicas, and elastic.maxReplicas "
-        "of elastic pools); raise it to at least 11",
+        "10 is less than the 11 nodes of all pools (replicas, elastic.maxReplicas of "
+        "elastic pools, and externalNodes hosts); raise it to at least 11",
         id="replicas-exceed-max-node-count",
     ),
     bad(
         {"controller.maxNodeCount": 2, "workerPools[0].replicas": DELETE},
         "controller.maxNodeCount",
-        "2 is less than the 3 worker nodes",  # a pool without replicas counts 1
+        "2 is less than the 3 nodes of all pools",  # a pool without replicas counts 1
         id="default-replicas-count-toward-max-node-count",
     ),
     bad(
@@ -1092,7 +1092,7 @@ INVALID = [
             "workerPools[0].elastic": {"maxReplicas": 9},
         },
         "controller.maxNodeCount",
-        "10 is less than the 11 worker nodes",  # an elastic pool counts its maxReplicas
+        "10 is less than the 11 nodes of all pools",  # an elastic pool counts its maxReplicas
         id="elastic-max-exceeds-max-node-count",
     ),
     bad(
@@ -2395,7 +2395,8 @@ INVALID = [
         {"nodes": 3},
         "nodes",
         "unknown key; valid keys here: accounting, annotations, auth, cgroups, containers, "
-        "controller, directory, healthChecks, images, jail, labels, login, metrics, name, "
+        "controller, directory, externalNodes, healthChecks, images, jail, labels, login, "
+        "metrics, name, "
         "namespace, networkPolicy, nodeState, partitions, restApi, siteScripts, slurmVersion, "
         "topology, workerPools",
         id="unknown-top-level-key",
@@ -2550,6 +2551,111 @@ INVALID = [
         "controller.placement.nodeSelector.pool",
         "Input should be a valid string",
         id="node-selector-mapping",
+    ),
+    # ---- externalNodes: hosts outside Kubernetes
+    bad(
+        {
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "pools": [{"name": "cpu", "hosts": ["bm1"]}],
+            }
+        },
+        "externalNodes.pools[0].name",
+        "'cpu' is used more than once",
+        2,  # the worker pool of that name too
+        id="outside-pool-named-like-a-worker-pool",
+    ),
+    bad(
+        {
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "pools": [{"name": "metal", "hosts": ["prod-cpu-1"]}],
+            }
+        },
+        "externalNodes.pools[0].hosts[0]",
+        "node names that start with 'prod-' are the cluster's worker pods'",
+        id="outside-host-named-like-a-pod",
+    ),
+    bad(
+        {
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "pools": [{"name": "a", "hosts": ["bm1", "bm2"]}, {"name": "b", "hosts": ["bm2"]}],
+            }
+        },
+        "externalNodes.pools[1].hosts[0]",
+        "'bm2' is already a host of pools[0]",
+        id="outside-host-in-two-pools",
+    ),
+    bad(
+        {"externalNodes": {"addressRanges": [], "pools": [{"name": "metal", "hosts": ["bm1"]}]}},
+        "externalNodes.addressRanges",
+        "at least 1 item",
+        id="outside-nodes-without-address-ranges",
+    ),
+    bad(
+        {
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "controllerService": {"type": "NodePort"},
+                "pools": [{"name": "metal", "hosts": ["bm1"]}],
+            }
+        },
+        "externalNodes.controllerService.type",
+        "'LoadBalancer'",
+        id="outside-controller-service-node-port",
+    ),
+    bad(
+        {
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "pools": [{"name": "metal", "hosts": ["bm1"], "features": ["gpu"]}],
+            }
+        },
+        "externalNodes.pools[0].features[0]",
+        "'gpu' is another pool's name",
+        id="outside-feature-is-a-pool-name",
+    ),
+    bad(
+        {
+            "controller.maxNodeCount": 5,
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "pools": [{"name": "metal", "hosts": ["a", "b"]}],
+            },
+        },
+        "controller.maxNodeCount",
+        "5 is less than the 6 nodes of all pools",
+        id="outside-hosts-count-against-max-node-count",
+    ),
+    bad(
+        {
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "pools": [
+                    {
+                        "name": "metal",
+                        "hosts": ["bm1"],
+                        "drain": {"policy": "wait", "waitSeconds": 5},
+                    }
+                ],
+            }
+        },
+        "externalNodes.pools[0].drain.waitSeconds",
+        "policy 'wait' has none",
+        id="outside-drain-wait-with-deadline",
+    ),
+    bad(
+        {
+            "externalNodes": {
+                "addressRanges": ["192.0.2.0/24"],
+                "pools": [{"name": "metal", "hosts": ["bm1"]}],
+            },
+            "partitions[1].pools": ["gpu", "tpu"],
+        },
+        "partitions[1].pools[1]",
+        "unknown pool 'tpu'; defined pools: cpu, gpu, metal",
+        id="partition-names-unknown-pool-beside-outside-pools",
     ),
 ]
 

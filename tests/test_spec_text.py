@@ -156,6 +156,22 @@ def full_config() -> dict[str, Any]:
         "insecureRegistries": ["registry.cluster.local:5000", "10.0.0.7"],
     }
     cluster["nodeState"] = {"enabled": True, "intervalSeconds": 15}
+    cluster["externalNodes"] = {
+        "addressRanges": ["192.0.2.0/24"],
+        "controllerService": {
+            "type": "LoadBalancer",
+            "annotations": {"example.com/internal": "true"},
+        },
+        "pools": [
+            {
+                "name": "metal",
+                "hosts": ["bm1"],
+                "features": ["bigmem"],
+                "memory": "500Gi",
+                "drain": {"policy": "cancel"},
+            }
+        ],
+    }
     cluster["topology"] = {"rootSwitch": "spine"}
     for i, pool in enumerate(cluster["workerPools"]):
         pool["switch"] = f"leaf-{i}"

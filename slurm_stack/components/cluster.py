@@ -15,6 +15,7 @@ from slurm_stack.components.login import LoginPool
 from slurm_stack.components.metrics import Metrics
 from slurm_stack.components.network import NetworkPolicies
 from slurm_stack.components.node_state import NodeState
+from slurm_stack.components.outside import OutsideAccess
 from slurm_stack.components.rest_api import RestApi
 from slurm_stack.components.secrets import ClusterSecrets
 from slurm_stack.components.timeouts import TIMEOUTS
@@ -63,6 +64,13 @@ class SlurmCluster(pulumi.ComponentResource):
     rest_api_url: pulumi.Output[str]
     """The REST API's in-cluster URL, `http://<name>-rest.<namespace>.svc:6820`, with
     `restApi.enabled`; else empty."""
+    outside_controllers: pulumi.Output[list[dict[str, str]]]
+    """With `externalNodes`, where hosts outside Kubernetes reach each slurmctld
+    (docs/hybrid.md): `slurmctldHost`, the `inClusterAddress` slurm.conf gives for it, and its
+    load balancer's `address`, primary first; else empty."""
+    outside_nodes_auth_key: pulumi.Output[str]
+    """With `externalNodes`, the cluster's auth key (munge.key or slurm.key) in base64, which
+    outside hosts hold, a Pulumi secret; else empty."""
 
     def __init__(
         self,
@@ -244,6 +252,13 @@ class SlurmCluster(pulumi.ComponentResource):
                 f"{name}-node-state", spec, config_name, [controller.statefulset, *guard], opts=here
             )
 
+        self.outside_controllers = pulumi.Output.from_input([])
+        self.outside_nodes_auth_key = pulumi.Output.from_input("")
+        if spec.external_nodes is not None:
+            outside = OutsideAccess(f"{name}-outside", spec, opts=here)
+            self.outside_controllers = outside.controllers
+            self.outside_nodes_auth_key = secrets.auth_key_base64
+
         user = spec.login.users[0].name if spec.login.users else "root"
         self.namespace = pulumi.Output.from_input(spec.namespace)
         self.login_endpoint = login.endpoint
@@ -258,6 +273,8 @@ class SlurmCluster(pulumi.ComponentResource):
                 "configHash": self.config_hash,
                 "slurmVersion": self.slurm_version,
                 "restApiUrl": self.rest_api_url,
+                "outsideControllers": self.outside_controllers,
+                "outsideNodesAuthKey": self.outside_nodes_auth_key,
             }
         )
 

@@ -88,6 +88,8 @@ class ClusterSecrets(pulumi.ComponentResource):
         key = random.RandomBytes(
             f"{name}-auth-key", length=AUTH_KEY_BYTES, opts=pulumi.ResourceOptions(parent=self)
         )
+        # Outside hosts (externalNodes) hold the same key: the stack's secret output.
+        self.auth_key_base64: pulumi.Output[str] = pulumi.Output.secret(key.base64)
         file_name = "munge.key" if spec.auth == "munge" else "slurm.key"
         manifest = {
             "metadata": metadata(spec, munge_key_secret_name(spec), "auth"),

@@ -102,6 +102,19 @@ def flows(spec: ClusterSpec) -> list[Flow]:
         # range is given.
         Flow("login", paths.SSH_PORT, blocks=ssh_ranges),
     ]
+    if blocks := outside_ranges(spec):
+        out.extend(
+            [
+                # Outside hosts' slurmd registers and fetches its config; srun, sbatch and
+                # scontrol in their jobs ask slurmctld too.
+                Flow("controller", paths.SLURMCTLD_PORT, blocks=blocks),
+                # A job that spans outside hosts and worker pods: srun on a host launches on
+                # the pods' slurmd, and the tasks talk on ports they pick (as between pods).
+                Flow("worker", None, blocks=blocks),
+                # slurmstepd on an outside host reaches srun on a login pod.
+                Flow("login", srun, blocks=blocks),
+            ]
+        )
     if spec.auth == "slurm":
         # The Jobs' sackd sidecars register for reconfigure pushes too.
         out.extend(Flow(job, paths.SLURMD_PORT, ("controller",)) for job in jobs)
@@ -133,6 +146,15 @@ def flows(spec: ClusterSpec) -> list[Flow]:
         # as Prometheus runs in a namespace of its own.
         out.append(Flow("controller", paths.SLURMCTLD_PORT, any_pod=True))
     return out
+
+
+def outside_ranges(spec: ClusterSpec) -> tuple[str, ...]:
+    """Where hosts outside Kubernetes are (externalNodes.addressRanges); empty without."""
+    if spec.external_nodes is None:
+        return ()
+    return tuple(
+        str(ipaddress.ip_network(r, strict=False)) for r in spec.external_nodes.address_ranges
+    )
 
 
 def ssh_source_ranges(spec: ClusterSpec) -> tuple[str, ...]:

@@ -1151,6 +1151,95 @@ class NodeState(TypedDict, total=False):
     """How often it compares the Kubernetes nodes with the Slurm nodes. Default: 10."""
 
 
+class OutsideControllerServiceType(StrEnum):
+    """Values of `type`."""
+
+    LOAD_BALANCER = "LoadBalancer"
+
+
+class OutsideControllerService(TypedDict, total=False):
+    """How outside hosts reach slurmctld: one Service per controller replica."""
+
+    type: NotRequired[OutsideControllerServiceType]
+    (
+        "`LoadBalancer`, admitting only `externalNodes.addressRanges` and keeping the hosts' own "
+        "addresses (externalTrafficPolicy Local), which slurmctld connects back to. A NodePort "
+        "cannot serve SlurmctldPort (6817), which every node's configuration names. Default: "
+        "`LoadBalancer`."
+    )
+    annotations: NotRequired[dict[str, str]]
+    """Annotations of the Services, such as a cloud's internal load balancer setting."""
+
+
+class OutsideDrainPolicy(StrEnum):
+    """Values of `policy`."""
+
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+    WAIT = "wait"
+
+
+class OutsideDrain(TypedDict, total=False):
+    """What happens to an outside host's running jobs when its slurmd stops."""
+
+    policy: NotRequired[OutsideDrainPolicy]
+    (
+        "What happens to jobs still running `waitSeconds` after the host's slurmd began to stop: "
+        "`requeue` (batch jobs run again elsewhere, the rest are cancelled with a reason), "
+        "`cancel`, or `wait` (no deadline: slurmd stops when the last job has ended). Default: "
+        "`requeue`."
+    )
+    wait_seconds: NotRequired[int]
+    (
+        "Seconds running jobs get to end once slurmd began to stop (0 to 604800); unset: 300. Not "
+        "valid with policy `wait`."
+    )
+
+
+class OutsidePool(TypedDict, total=False):
+    """Machines outside Kubernetes that run slurmd and join the cluster (docs/hybrid.md): each
+    host is one dynamic Slurm node named by its host name, with the pool's feature."""
+
+    name: Required[str]
+    (
+        "The pool's name: its NodeSet and Slurm feature, which `partitions[].pools` names as it "
+        "names a worker pool's; unique among `workerPools` and these pools."
+    )
+    hosts: Required[list[str]]
+    (
+        "The hosts' names, each its Slurm node name (`hostname -s` on the host, or the name the "
+        "join script is given); unique in the stack, and not a name the cluster's pods take."
+    )
+    features: NotRequired[list[str]]
+    """Slurm features of the hosts besides the pool's name, for `--constraint`."""
+    cpus: NotRequired[int]
+    """CPUs each host offers to jobs; unset: what slurmd finds on the host."""
+    memory: NotRequired[str]
+    (
+        "Memory each host offers to jobs (its RealMemory), a Kubernetes quantity such as '500Gi'; "
+        "unset: what slurmd finds on the host."
+    )
+    weight: NotRequired[int]
+    """Slurm node Weight of the hosts: Slurm allocates nodes of lower weight first. Default: 1."""
+    drain: NotRequired[OutsideDrain]
+    """What happens to running jobs when a host's slurmd stops (the join script's stop hook)."""
+
+
+class ExternalNodes(TypedDict, total=False):
+    """Slurm nodes outside Kubernetes (docs/hybrid.md): hosts that run Debian's slurmd of the
+    cluster's version and join configless through a Service in front of slurmctld."""
+
+    address_ranges: Required[list[str]]
+    (
+        "CIDR ranges the outside hosts' addresses are in: the load balancer and the "
+        "NetworkPolicies admit these and no other outside address."
+    )
+    controller_service: NotRequired[OutsideControllerService]
+    """The Services in front of slurmctld that outside hosts connect to."""
+    pools: Required[list[OutsidePool]]
+    """Pools of outside hosts."""
+
+
 class SlurmClusterArgs(TypedDict, total=False):
     """Arguments of a SlurmCluster: the cluster spec, as under `slurm-stack:cluster` in stack
     config, and the passwords (secrets)."""
@@ -1226,6 +1315,11 @@ class SlurmClusterArgs(TypedDict, total=False):
     """Jobs in OCI images with `--container-image` (off by default)."""
     node_state: NotRequired[NodeState]
     """Cordoned or NotReady Kubernetes nodes drain their Slurm nodes (off by default)."""
+    external_nodes: NotRequired[ExternalNodes]
+    (
+        "Slurm nodes on machines outside Kubernetes, and how they reach the cluster "
+        "(docs/hybrid.md); unset: every node is a worker pod."
+    )
     db_password: NotRequired[pulumi.Input[str]]
     (
         "Password of the external accounting database's user (a secret): needed with "

@@ -6,7 +6,7 @@ from slurm_stack import naming, paths
 from slurm_stack.render.environment import render_template
 from slurm_stack.render.site_scripts import site_settings
 from slurm_stack.spec.fields import key_of
-from slurm_stack.spec.models import ClusterSpec, Partition, WorkerPool
+from slurm_stack.spec.models import ClusterSpec, OutsidePool, Partition, WorkerPool
 from slurm_stack.spec.versions import at_least, key_problem
 
 
@@ -43,7 +43,7 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         cluster=spec.name,
         version=spec.slurm_version,
         sections=[section for section in sections if section.settings],
-        pools=[pool.name for pool in spec.worker_pools],
+        pools=spec.pool_names,
         partitions=[_partition(spec, partition) for partition in spec.effective_partitions],
         elastic_partitions=[_elastic_partition(pool) for pool in spec.elastic_pools],
         extra=extra,
@@ -106,7 +106,7 @@ def slurmctld_parameters(spec: ClusterSpec) -> str:
 
 
 def _partition(spec: ClusterSpec, partition: Partition) -> dict[str, object]:
-    nodesets = partition.pools or [pool.name for pool in spec.worker_pools]
+    nodesets = partition.pools or spec.pool_names
     options = list(partition.options)
     own_default = any(key_of(o).lower() in DEFAULT_MEMORY_KEYS for o in options)
     if not own_default and (per_cpu := default_mem_per_cpu(spec, nodesets)) is not None:
@@ -422,6 +422,17 @@ def node_conf(pool: WorkerPool) -> str:
     return " ".join(parts)
 
 
+def outside_node_conf(pool: OutsidePool) -> str:
+    """The `slurmd -Z --conf` string of an outside pool's hosts: CPUs and memory as declared,
+    else what slurmd finds on the host."""
+    parts = [f"Feature={','.join([pool.name, *pool.features])}", f"Weight={pool.weight}"]
+    if pool.real_memory is not None:
+        parts.append(f"RealMemory={pool.real_memory}")
+    if pool.cpus is not None:
+        parts.append(f"CPUs={pool.cpus}")
+    return " ".join(parts)
+
+
 DEFAULT_MEMORY_KEYS = ("defmempercpu", "defmempergpu", "defmempernode")
 
 
@@ -436,6 +447,11 @@ def default_mem_per_cpu(spec: ClusterSpec, pools: list[str]) -> int | None:
     ):
         return None
     shares = []
+    for outside in (p for p in spec.outside_pools if p.name in pools):
+        memory, cpus = outside.real_memory, outside.cpus
+        if memory is None or cpus is None:
+            return None
+        shares.append(max(memory // cpus, 1))
     for pool in (p for p in spec.worker_pools if p.name in pools):
         if pool.def_mem_per_cpu is not None:
             shares.append(pool.def_mem_per_cpu)

@@ -1588,6 +1588,91 @@ class NetworkPolicy(SpecModel):
     addresses); empty: `login.service.loadBalancerSourceRanges`, and anywhere when both are."""
 
 
+class OutsideDrain(_JobDeadline):
+    """What happens to an outside host's running jobs when its slurmd stops."""
+
+    policy: Literal["requeue", "cancel", "wait"] = "requeue"
+    """What happens to jobs still running `waitSeconds` after the host's slurmd began to stop:
+    `requeue` (batch jobs run again elsewhere, the rest are cancelled with a reason),
+    `cancel`, or `wait` (no deadline: slurmd stops when the last job has ended)."""
+    wait_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
+    """Seconds running jobs get to end once slurmd began to stop (0 to 604800); unset: 300.
+    Not valid with policy `wait`."""
+
+
+class OutsidePool(SpecModel):
+    """Machines outside Kubernetes that run slurmd and join the cluster (docs/hybrid.md): each
+    host is one dynamic Slurm node named by its host name, with the pool's feature."""
+
+    name: DnsLabel
+    """The pool's name: its NodeSet and Slurm feature, which `partitions[].pools` names as it
+    names a worker pool's; unique among `workerPools` and these pools."""
+    hosts: list[DnsLabel] = Field(min_length=1, max_length=10000)
+    """The hosts' names, each its Slurm node name (`hostname -s` on the host, or the name the
+    join script is given); unique in the stack, and not a name the cluster's pods take."""
+    features: list[DnsLabel] = Field(default_factory=list)
+    """Slurm features of the hosts besides the pool's name, for `--constraint`."""
+    cpus: int | None = Field(default=None, ge=1, le=100000)
+    """CPUs each host offers to jobs; unset: what slurmd finds on the host."""
+    memory: Quantity | None = None
+    """Memory each host offers to jobs (its RealMemory), a Kubernetes quantity such as
+    '500Gi'; unset: what slurmd finds on the host."""
+    weight: int = Field(default=1, ge=0, le=65533)
+    """Slurm node Weight of the hosts: Slurm allocates nodes of lower weight first."""
+    drain: OutsideDrain = Field(default_factory=OutsideDrain)
+    """What happens to running jobs when a host's slurmd stops (the join script's stop hook)."""
+
+    @property
+    def real_memory(self) -> int | None:
+        """RealMemory (MiB) as declared; None: the host's own."""
+        return None if self.memory is None else max(int(to_mebibytes(self.memory)), 1)
+
+
+class OutsideControllerService(SpecModel):
+    """How outside hosts reach slurmctld: one Service per controller replica."""
+
+    type: Literal["LoadBalancer"] = "LoadBalancer"
+    """`LoadBalancer`, admitting only `externalNodes.addressRanges` and keeping the hosts'
+    own addresses (externalTrafficPolicy Local), which slurmctld connects back to. A
+    NodePort cannot serve SlurmctldPort (6817), which every node's configuration names."""
+    annotations: AnnotationMap = Field(default_factory=dict)
+    """Annotations of the Services, such as a cloud's internal load balancer setting."""
+
+
+class ExternalNodes(SpecModel):
+    """Slurm nodes outside Kubernetes (docs/hybrid.md): hosts that run Debian's slurmd of the
+    cluster's version and join configless through a Service in front of slurmctld."""
+
+    address_ranges: list[NetworkBlock] = Field(min_length=1, max_length=64)
+    """CIDR ranges the outside hosts' addresses are in: the load balancer and the
+    NetworkPolicies admit these and no other outside address."""
+    controller_service: OutsideControllerService = Field(default_factory=OutsideControllerService)
+    """The Services in front of slurmctld that outside hosts connect to."""
+    pools: list[OutsidePool] = Field(min_length=1)
+    """Pools of outside hosts."""
+
+    @relation("pools[*].hosts")
+    def _hosts_are_named_once(self) -> Iterator[KeyProblem]:
+        seen: dict[str, int] = {}
+        for i, pool in enumerate(self.pools):
+            for j, host in enumerate(pool.hosts):
+                if host in seen:
+                    yield KeyProblem(
+                        f"{host!r} is already a host of pools[{seen[host]}]: a host is one "
+                        "Slurm node, in one pool",
+                        "pools",
+                        i,
+                        "hosts",
+                        j,
+                    )
+                seen.setdefault(host, i)
+
+    @property
+    def hosts(self) -> list[str]:
+        """Every outside host's node name."""
+        return [host for pool in self.pools for host in pool.hosts]
+
+
 class ClusterSpec(SpecModel):
     """A whole Slurm-on-Kubernetes cluster: the `slurm-stack:cluster` stack config value."""
 
@@ -1646,6 +1731,9 @@ class ClusterSpec(SpecModel):
     """Jobs in OCI images with `--container-image` (off by default)."""
     node_state: NodeState = Field(default_factory=NodeState)
     """Cordoned or NotReady Kubernetes nodes drain their Slurm nodes (off by default)."""
+    external_nodes: ExternalNodes | None = None
+    """Slurm nodes on machines outside Kubernetes, and how they reach the cluster
+    (docs/hybrid.md); unset: every node is a worker pod."""
 
     @field_validator("slurm_version", mode="before")
     @classmethod
@@ -1676,6 +1764,16 @@ class ClusterSpec(SpecModel):
     def elastic_pools(self) -> list[WorkerPool]:
         """Pools that Slurm's power saving grows and shrinks."""
         return [pool for pool in self.worker_pools if pool.elastic is not None]
+
+    @property
+    def outside_pools(self) -> list[OutsidePool]:
+        """Pools of hosts outside Kubernetes (`externalNodes.pools`)."""
+        return [] if self.external_nodes is None else list(self.external_nodes.pools)
+
+    @property
+    def pool_names(self) -> list[str]:
+        """Every pool's name, worker pools first: each a NodeSet of its feature."""
+        return [p.name for p in self.worker_pools] + [p.name for p in self.outside_pools]
 
     @property
     def effective_partitions(self) -> list[Partition]:

@@ -150,18 +150,53 @@ def _version(raw: Raw) -> str:
     return version if version in ("24.11", "26.05") else "26.05"
 
 
+OUTSIDE_POOLS = ("externalNodes", "pools")
+
+
+def _outside_pools(raw: Raw) -> list[tuple[int, Raw]]:
+    return _items(_get(raw, "externalNodes", {}), "pools")
+
+
+def _all_pools(raw: Raw) -> Iterator[tuple[tuple[str, ...], int, Raw]]:
+    """(path of the list, index, pool) of every worker pool and outside pool."""
+    for i, pool in _items(raw, "workerPools"):
+        yield ("workerPools",), i, pool
+    for i, pool in _outside_pools(raw):
+        yield OUTSIDE_POOLS, i, pool
+
+
+def _pool_names(raw: Raw) -> set[str]:
+    return {n for _, _, p in _all_pools(raw) if isinstance(n := _get(p, "name"), str)}
+
+
 def unique_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
-    """Pools and partitions are each named once."""
-    for section in ("workerPools", "partitions"):
-        named = [
-            (i, name)
-            for i, item in _items(raw, section)
-            if isinstance(name := _get(item, "name"), str)
-        ]
-        counts = Counter(name for _, name in named)
-        for i, name in named:
-            if counts.get(name, 0) > 1:
-                yield SpecIssue(join_path(section, i, "name"), f"{name!r} is used more than once")
+    """Pools (worker and outside ones together, each a NodeSet) and partitions are each named
+    once."""
+    pools = [(path, i, _get(pool, "name")) for path, i, pool in _all_pools(raw)]
+    partitions = [(("partitions",), i, _get(item, "name")) for i, item in _items(raw, "partitions")]
+    for named in (pools, partitions):
+        counts = Counter(name for _, _, name in named if isinstance(name, str))
+        for path, i, name in named:
+            if isinstance(name, str) and counts[name] > 1:
+                yield SpecIssue(join_path(*path, i, "name"), f"{name!r} is used more than once")
+
+
+def outside_hosts_are_not_pods(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
+    """Node names that start with `<cluster>-` are the cluster's pods' (`<cluster>-<pool>-
+    <ordinal>`, today's pools and those to come): an outside host takes none, so two slurmds
+    never register as one node and a host is never taken for a pod."""
+    cluster = _get(raw, "name")
+    if not isinstance(cluster, str):
+        return
+    for i, pool in _outside_pools(raw):
+        hosts = _get(pool, "hosts", [])
+        for j, host in enumerate(hosts if isinstance(hosts, list) else []):
+            if isinstance(host, str) and host.startswith(f"{cluster}-"):
+                yield SpecIssue(
+                    join_path(*OUTSIDE_POOLS, i, "hosts", j),
+                    f"{host!r}: node names that start with '{cluster}-' are the cluster's "
+                    "worker pods' (<cluster>-<pool>-<ordinal>): give the host a name of its own",
+                )
 
 
 def pool_names_fit(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
@@ -189,12 +224,12 @@ def pool_names_fit(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
 def features_are_not_pool_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     """A pool's extra feature may not be another pool's name (NodeSets select by feature),
     and neither may start with `k8s-`: the node-state controller owns those features."""
-    pools = {n for _, p in _items(raw, "workerPools") if isinstance(n := _get(p, "name"), str)}
-    for i, pool in _items(raw, "workerPools"):
+    pools = _pool_names(raw)
+    for path, i, pool in _all_pools(raw):
         name = _get(pool, "name")
         if isinstance(name, str) and name.startswith(LABEL_FEATURE_PREFIX):
             yield SpecIssue(
-                join_path("workerPools", i, "name"),
+                join_path(*path, i, "name"),
                 f"a pool's name is a Slurm feature of its nodes, and features that start with "
                 f"'{LABEL_FEATURE_PREFIX}' are Kubernetes node labels' (labelFeatures): "
                 "choose another name",
@@ -203,14 +238,14 @@ def features_are_not_pool_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]
         for j, feature in enumerate(features if isinstance(features, list) else []):
             if isinstance(feature, str) and feature.startswith(LABEL_FEATURE_PREFIX):
                 yield SpecIssue(
-                    join_path("workerPools", i, "features", j),
+                    join_path(*path, i, "features", j),
                     f"features that start with '{LABEL_FEATURE_PREFIX}' come from Kubernetes "
                     "node labels (labelFeatures) and the node-state controller replaces them: "
                     "choose another name",
                 )
             if isinstance(feature, str) and feature in pools and feature != _get(pool, "name"):
                 yield SpecIssue(
-                    join_path("workerPools", i, "features", j),
+                    join_path(*path, i, "features", j),
                     f"{feature!r} is another pool's name; its NodeSet would take this pool's "
                     "nodes too",
                 )
@@ -218,9 +253,7 @@ def features_are_not_pool_names(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]
 
 def partitions_know_their_pools(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
     """Every pool a partition names exists; at most one partition is the default."""
-    pools = sorted(
-        {n for _, p in _items(raw, "workerPools") if isinstance(n := _get(p, "name"), str)}
-    )
+    pools = sorted(_pool_names(raw))
     defaults = []
     for i, partition in _items(raw, "partitions"):
         if _get(partition, "default") is True:
@@ -256,11 +289,15 @@ def node_count_fits(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             replicas = _get(pool, "replicas", default_replicas)
         if isinstance(replicas, int) and not isinstance(replicas, bool):
             total += replicas
+    for _, pool in _outside_pools(raw):
+        hosts = _get(pool, "hosts", [])
+        total += len(hosts) if isinstance(hosts, list) else 0
     if isinstance(limit, int) and total > limit:
         yield SpecIssue(
             "controller.maxNodeCount",
-            f"{limit} is less than the {total} worker nodes of all pools (replicas, and "
-            f"elastic.maxReplicas of elastic pools); raise it to at least {total}",
+            f"{limit} is less than the {total} nodes of all pools (replicas, "
+            f"elastic.maxReplicas of elastic pools, and externalNodes hosts); raise it to at "
+            f"least {total}",
         )
 
 
@@ -779,6 +816,7 @@ RULES: tuple[Rule, ...] = (
     pool_names_fit,
     features_are_not_pool_names,
     partitions_know_their_pools,
+    outside_hosts_are_not_pods,
     node_count_fits,
     elastic_partitions_are_free,
     version_specific_options,
