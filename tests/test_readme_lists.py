@@ -1,0 +1,62 @@
+"""The lists in README.md that name parts of the code, compared with the code, so that they
+cannot drift: the components, the top-level stack keys of the Configure table, and the
+outputs."""
+
+import inspect
+import re
+from pathlib import Path
+
+import pulumi
+
+import slurm_stack.components as components_package
+from slurm_stack.spec.models import ClusterSpec
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def component_classes() -> set[str]:
+    found = set()
+    for path in Path(components_package.__file__).parent.glob("*.py"):
+        module = __import__(f"slurm_stack.components.{path.stem}", fromlist=["_"])
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, pulumi.ComponentResource)
+                and value.__module__ == module.__name__
+            ):
+                found.add(name)
+    return found
+
+
+def test_the_component_list_names_every_component() -> None:
+    paragraph = README[README.index("Components (type tokens") :].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`([A-Z][A-Za-z]+)`", paragraph))
+    assert listed == component_classes()
+
+
+def test_the_configure_table_has_a_row_per_top_level_key() -> None:
+    rows = re.findall(r"^\| `([a-zA-Z]+)[.`[]", README, flags=re.MULTILINE)
+    aliases = {field.alias or name for name, field in ClusterSpec.model_fields.items()}
+    missing = {key for key in aliases if key not in rows}
+    # Keys the table covers in prose rows of their own sections.
+    assert missing <= {"name", "namespace", "slurmVersion", "auth", "labels", "annotations"}, (
+        missing
+    )
+    assert "externalNodes" in rows
+
+
+def test_the_outputs_row_names_every_export() -> None:
+    program = (Path(__file__).resolve().parents[1] / "slurm_stack" / "program.py").read_text()
+    exported = set(re.findall(r'pulumi\.export\("([A-Za-z]+)"', program))
+    row = next(line for line in README.splitlines() if line.startswith("| `outputs.json` |"))
+    words = {
+        "namespace": "namespace",
+        "loginEndpoint": "login endpoint",
+        "sshCommand": "`ssh` command",
+        "configHash": "config hash",
+        "slurmVersion": "Slurm version",
+        "restApiUrl": "REST API URL",
+    }
+    for name in exported:
+        assert words.get(name, f"`{name}`") in row, name
+    assert exported >= {"outsideControllers", "outsideNodesAuthKey", "restApiUrl"}
