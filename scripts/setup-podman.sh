@@ -11,6 +11,8 @@
 # - catatonit for pods' infra containers, iptables for netavark.
 # Settings go into /etc/containers: via environment variables every `podman run` hangs on exit.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=apt-lock.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-lock.sh"  # apt_get: waits for the package locks
 
 # openssh-client and openssl: the sandbox's ssh logins and the real-cluster tests' keys and
 # test certificates. docker-registry, umoci, skopeo and busybox-static: the container-job
@@ -25,8 +27,8 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup-podman: installing ${missing[*]} from Debian" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 marker="# written by slurm-stack scripts/setup-podman.sh"

@@ -3,21 +3,23 @@
 # the package and its test tools (checkov in .venv/checkov). Idempotent; a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source-path=SCRIPTDIR source=apt-lock.sh
+source scripts/apt-lock.sh  # apt_get: apt-get that waits for another install's package locks
 
 python_ok() { command -v python3 >/dev/null && python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
 
 if ! python_ok; then
   echo "setup: installing Python 3 from Debian" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip ca-certificates >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends python3 python3-venv python3-pip ca-certificates >/dev/null
 fi
 
 if ! command -v make >/dev/null || ! command -v cc >/dev/null || [ ! -e /usr/include/stdio.h ]; then
   echo "setup: installing a C toolchain from Debian (the chroot plugin's unit tests)" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends gcc libc6-dev make >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends gcc libc6-dev make >/dev/null
 fi
 
 stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
