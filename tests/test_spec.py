@@ -1,12 +1,16 @@
 """Spec loading: valid stack configs fill defaults; invalid ones name every bad key at once."""
 
+import base64
 import copy
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from slurm_stack.spec import Partition, SpecError, load_spec
 from slurm_stack.spec.models import (
@@ -16,6 +20,7 @@ from slurm_stack.spec.models import (
     MemorySubmount,
     PvcSubmount,
 )
+from slurm_stack.spec.versions import SUPPORTED_VERSIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "slurm-stack:cluster"
@@ -23,6 +28,59 @@ KEY = "slurm-stack:cluster"
 ED25519 = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGqyBO8cZ1qbBKq1WLHVpAMsT5t7dfBZb5CmG0r0lMb2 admin@example"
 )
+
+
+# Public keys made here (no private key is kept): `ssh-keygen`'s lines, and blobs put together
+# field by field (the SSH wire format: length-prefixed strings) for the types and the damage
+# cryptography does not write.
+def _openssh(private_key: Any) -> str:
+    return (
+        private_key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+
+
+def _blob(*fields: bytes | str) -> str:
+    data = b"".join(
+        len(f).to_bytes(4, "big") + (f.encode() if isinstance(f, str) else f) for f in fields
+    )
+    return base64.b64encode(data).decode()
+
+
+def _mpint(number: int) -> bytes:
+    return number.to_bytes(number.bit_length() // 8 + 1, "big")
+
+
+def _point(curve: ec.EllipticCurve) -> bytes:
+    return (
+        ec.generate_private_key(curve)
+        .public_key()
+        .public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    )
+
+
+_ED25519_RAW = (
+    ed25519.Ed25519PrivateKey.generate()
+    .public_key()
+    .public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+)
+RSA = _openssh(rsa.generate_private_key(public_exponent=65537, key_size=2048)) + " bob@example"
+RSA_1024 = _openssh(rsa.generate_private_key(public_exponent=65537, key_size=1024))
+ECDSA = {
+    bits: _openssh(ec.generate_private_key(curve))
+    for bits, curve in ((256, ec.SECP256R1()), (384, ec.SECP384R1()), (521, ec.SECP521R1()))
+}
+SK_ED25519 = "sk-ssh-ed25519@openssh.com " + _blob(
+    "sk-ssh-ed25519@openssh.com", _ED25519_RAW, "ssh:"
+)
+SK_ECDSA = "sk-ecdsa-sha2-nistp256@openssh.com " + _blob(
+    "sk-ecdsa-sha2-nistp256@openssh.com", "nistp256", _point(ec.SECP256R1()), "ssh:"
+)
+ED25519_BLOB = ED25519.split()[1]
+# An RSA key of 768 bits: cryptography makes none under 1024, so its fields are written here
+# (an odd modulus with the top bit set is all a public key needs to be read).
+RSA_768 = "ssh-rsa " + _blob("ssh-rsa", _mpint(65537), _mpint((1 << 767) | 12345))
 
 MINIMAL: dict[str, Any] = {
     "name": "mini",
@@ -447,6 +505,20 @@ UNUSUAL_BUT_VALID = [
     pytest.param({"labels": {"example.com/team": "ml", "tier": ""}}, id="label-prefix-empty-value"),
     pytest.param(
         {
+            "annotations": {"example.com/policy": '{\n\t"owner": "ml"\n}\n'},
+            "login.service.annotations": {
+                "service.example.com/cert": "-----BEGIN CERTIFICATE-----\nMIIB\n"
+                "-----END CERTIFICATE-----\n",
+                "example.com/note": " indented ",
+            },
+        },
+        id="annotation-values-over-lines",
+    ),
+    # `default` is a user namespace in Kubernetes (spec/fields.py, SYSTEM_NAMESPACE_PREFIX).
+    pytest.param({"namespace": "default"}, id="namespace-default"),
+    pytest.param({"namespace": "kube"}, id="namespace-kube-without-the-dash"),
+    pytest.param(
+        {
             "jail.submounts": [
                 {"type": "pvc", "name": "h", "mountPath": "/home", "existingClaim": "h"}
             ]
@@ -564,6 +636,33 @@ SSHD_LINES_VALID = [
     ),
     pytest.param({"login.sshdExtra": ["WarnWeakCrypto no"]}, id="sshd-keyword-new-in-forky"),
     pytest.param(
+        {"login.sshdExtra": ["LoginGraceTime 2m", "ClientAliveInterval 1h30m", "MaxAuthTries 3"]},
+        id="sshd-times-and-numbers",
+    ),
+    pytest.param(
+        {"login.sshdExtra": ["ClientAliveInterval 90", "UnusedConnectionTimeout none"]},
+        id="sshd-seconds-without-unit-and-none",
+    ),
+    pytest.param({"login.sshdExtra": ["LoginGraceTime 1.5s"]}, id="sshd-decimal-seconds-on-26.05"),
+    pytest.param(
+        {
+            "login.sshdExtra": [
+                "X11Forwarding YES",
+                "LogLevel debug3",
+                "GatewayPorts clientspecified",
+            ]
+        },
+        id="sshd-words-in-any-case",
+    ),
+    pytest.param(
+        {"login.sshdExtra": ["PermitTunnel point-to-point", "AllowStreamLocalForwarding local"]},
+        id="sshd-words-beyond-yes-no",
+    ),
+    pytest.param(
+        {"login.sshdExtra": ["MaxSessions 20 # per connection", 'MaxAuthTries "4"']},
+        id="sshd-number-with-comment-and-quoted",
+    ),
+    pytest.param(
         {"slurmVersion": "24.11", "login.sshdExtra": ["GSSAPIStoreCredentialsOnRekey no"]},
         id="sshd-keyword-of-trixie-on-24.11",
     ),
@@ -573,6 +672,110 @@ SSHD_LINES_VALID = [
 @pytest.mark.parametrize("changes", SSHD_LINES_VALID)
 def test_unusual_but_valid_sshd_lines_are_accepted(changes):
     load_spec(mutate(BASE, changes))
+
+
+# Values tried for every keyword of the spec's value table (SSHD_VALUES), besides the keyword's
+# own words as written, in lower and in upper case: whole numbers and their edges, times,
+# words, more than one value, quotes and escapes.
+SSHD_SAMPLE_VALUES = (
+    *("0", "20", "+5", "-0", "007", "2147483647", "2147483648", "-1", "abc", "1.5", "0x10"),
+    *("90", "2m", "1h30m", "2M", "1w", "1.5s", ".5", "1.5m", "5.", "10s5", "2min", "68y"),
+    *("none", "yes", "no", "YES", "maybe", "true", "false", "1", "all", "transport", "LOUD"),
+    *("yes no", '"yes"', "yes # a comment", "''", "\\yes"),
+)
+
+
+def sshd_value_samples(slurm_version: str) -> list[tuple[str, bool]]:
+    """(line, whether the spec takes it) for every keyword of SSHD_VALUES and sample value."""
+    from slurm_stack.spec.sshd import SSHD_VALUES, sshd_line_problem
+
+    samples = []
+    for keyword, value in SSHD_VALUES.values():
+        words = re.findall(r"[A-Za-z0-9-]+", value.wants.removeprefix("one of "))
+        own = [w for word in words for w in (word, word.lower(), word.upper())]
+        for sample in dict.fromkeys((*SSHD_SAMPLE_VALUES, *own)):
+            line = f"{keyword} {sample}"
+            samples.append((line, sshd_line_problem(line, slurm_version) is None))
+    return samples
+
+
+def test_the_sshd_value_table_names_keywords_the_spec_lets_through():
+    from slurm_stack.spec.sshd import (
+        OWNED_SSHD_KEYWORDS,
+        REFUSED_SSHD_KEYWORDS,
+        SSHD_VALUES,
+        keyword_data,
+        keyword_versions,
+    )
+
+    assert set(SSHD_VALUES).isdisjoint(OWNED_SSHD_KEYWORDS | REFUSED_SSHD_KEYWORDS)
+    for version in keyword_versions():
+        known = {name.lower() for name in keyword_data(version)["keywords"]}
+        assert set(SSHD_VALUES) - known == set(), version
+    # Both verdicts occur for every keyword, so the sshd test below compares something.
+    for keyword, _ in SSHD_VALUES.values():
+        verdicts = {ok for line, ok in sshd_value_samples("26.05") if line.split()[0] == keyword}
+        assert verdicts == {True, False}, keyword
+
+
+@pytest.mark.parametrize("slurm_version", SUPPORTED_VERSIONS)
+def test_sshd_judges_the_sample_values_as_the_spec_does(slurm_version, tmp_path):
+    """The login image's `sshd -t` accepts every sample line the spec takes and refuses every
+    one it refuses (each line alone in a config with a host key). Skips, saying why, without
+    podman or the login image (images/build.sh): tests/test_sshd_config.py runs sshd there."""
+    from tests.test_sshd_config import login_image
+
+    image = login_image(slurm_version)
+    samples = sshd_value_samples(slurm_version)
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    for i, (line, _) in enumerate(samples):
+        (cases / f"{i}.conf").write_text(f"{line}\nHostKey /tmp/host_key\n")
+    script = (
+        'mkdir -p /run/sshd; ssh-keygen -q -N "" -t ed25519 -f /tmp/host_key; '
+        'for f in /cases/*.conf; do sshd -t -f "$f" >/dev/null 2>&1; '
+        'echo "$(basename "$f" .conf) $?"; done'
+    )
+    run = subprocess.run(
+        [
+            *("podman", "run", "--rm", "--network=none", "--entrypoint", "sh"),
+            *("-v", f"{cases}:/cases:ro", image, "-c", script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    status = dict(line.split() for line in run.stdout.splitlines())
+    assert len(status) == len(samples), run.stdout
+    disagree = [
+        f"{line!r}: spec {'takes' if ok else 'refuses'} it, sshd -t exits {status[str(i)]}"
+        for i, (line, ok) in enumerate(samples)
+        if ok != (status[str(i)] == "0")
+    ]
+    assert disagree == [], "\n".join(disagree)
+
+
+# Public keys of every type sshd reads, as `ssh-keygen` writes them (a comment or none).
+SSH_KEYS_VALID = [
+    pytest.param(ED25519, id="ssh-ed25519"),
+    pytest.param(RSA, id="ssh-rsa-2048"),
+    pytest.param(RSA_1024, id="ssh-rsa-1024-the-least-sshd-reads"),
+    *(pytest.param(ECDSA[bits], id=f"ecdsa-sha2-nistp{bits}") for bits in sorted(ECDSA)),
+    pytest.param(SK_ED25519 + " alice@yubikey", id="sk-ssh-ed25519"),
+    pytest.param(SK_ECDSA, id="sk-ecdsa-sha2-nistp256"),
+    pytest.param(f"ssh-ed25519 {ED25519_BLOB} Alice Example (laptop)", id="comment-with-spaces"),
+]
+
+
+@pytest.mark.parametrize("key", SSH_KEYS_VALID)
+def test_every_key_type_sshd_reads_is_accepted(key):
+    raw = mutate(BASE, {"login.rootAuthorizedKeys": [key]})
+    raw["login"]["users"] = [{"name": "alice", "authorizedKeys": [ED25519, key]}]
+    spec = load_spec(raw)
+    assert spec.login.root_authorized_keys == [key]
+    assert spec.login.users[0].authorized_keys == [ED25519, key]
 
 
 def _pvc(name="s", path="/s", **extra):
@@ -1685,6 +1888,93 @@ INVALID = [
         "not from /etc/ssh/host-keys: it holds the host keys",
         id="sshd-banner-host-key",
     ),
+    # ---- sshdExtra values sshd would refuse to start with (slurm_stack/spec/sshd.py SSHD_VALUES)
+    bad(
+        {"login.sshdExtra": ["MaxAuthTries abc"]},
+        "login.sshdExtra[0]",
+        "MaxAuthTries takes a whole number from 0 to 2147483647, not 'abc': sshd would refuse",
+        id="sshd-value-not-a-number",
+    ),
+    bad(
+        {"login.sshdExtra": ["MaxSessions 20", "ClientAliveCountMax -1"]},
+        "login.sshdExtra[1]",
+        "ClientAliveCountMax takes a whole number from 0 to 2147483647, not '-1'",
+        id="sshd-value-negative-number",
+    ),
+    bad(
+        {"login.sshdExtra": ["MaxSessions 2147483648"]},
+        "login.sshdExtra[0]",
+        "not '2147483648'",
+        id="sshd-value-number-too-large",
+    ),
+    bad(
+        {"login.sshdExtra": ["ClientAliveInterval -1"]},
+        "login.sshdExtra[0]",
+        "ClientAliveInterval takes a time such as 90, 2m or 1h30m",
+        id="sshd-value-negative-time",
+    ),
+    bad(
+        {"login.sshdExtra": ["LoginGraceTime 2min"]},
+        "login.sshdExtra[0]",
+        "LoginGraceTime takes a time such as 90, 2m or 1h30m (s, m, h, d or w after a number), "
+        "not '2min'",
+        id="sshd-value-time-unit-misspelt",
+    ),
+    bad(
+        {"slurmVersion": "24.11", "login.sshdExtra": ["LoginGraceTime 1.5s"]},
+        "login.sshdExtra[0]",
+        "not '1.5s'",
+        id="sshd-value-decimal-seconds-before-openssh-10.3",
+    ),
+    bad(
+        {"login.sshdExtra": ["LoginGraceTime 2 minutes"]},
+        "login.sshdExtra[0]",
+        "LoginGraceTime takes one value, a time such as 90, 2m or 1h30m (s, m, h, d or w after "
+        "a number); sshd refuses the line's extra 'minutes'",
+        id="sshd-value-extra-argument",
+    ),
+    bad(
+        {"login.sshdExtra": ["X11Forwarding maybe"]},
+        "login.sshdExtra[0]",
+        "X11Forwarding takes one of yes, no, not 'maybe'",
+        id="sshd-value-yes-no-maybe",
+    ),
+    bad(
+        {"login.sshdExtra": ["PermitTTY true"]},
+        "login.sshdExtra[0]",
+        "PermitTTY takes one of yes, no, not 'true'",
+        id="sshd-value-yes-no-true",
+    ),
+    bad(
+        {"login.sshdExtra": ["AllowTcpForwarding both"]},
+        "login.sshdExtra[0]",
+        "AllowTcpForwarding takes one of yes, all, no, remote, local, not 'both'",
+        id="sshd-value-forwarding-word",
+    ),
+    bad(
+        {"login.sshdExtra": ["PermitTunnel YES"]},
+        "login.sshdExtra[0]",
+        "PermitTunnel takes one of no, yes, point-to-point, ethernet (in lower case), not 'YES'",
+        id="sshd-value-case-sensitive-word",
+    ),
+    bad(
+        {"login.sshdExtra": ["LogLevel LOUD"]},
+        "login.sshdExtra[0]",
+        "LogLevel takes one of QUIET, FATAL, ERROR, INFO, VERBOSE, DEBUG, DEBUG1, DEBUG2, DEBUG3",
+        id="sshd-value-log-level",
+    ),
+    bad(
+        {"login.sshdExtra": ["MaxSessions # as many as they like"]},
+        "login.sshdExtra[0]",
+        "MaxSessions takes a whole number from 0 to 2147483647, and the line gives none",
+        id="sshd-value-only-a-comment",
+    ),
+    bad(
+        {"login.sshdExtra": ['VersionAddendum "slurm login']},
+        "login.sshdExtra[0]",
+        "VersionAddendum: a quote in the line is not closed, and sshd refuses the line",
+        id="sshd-unclosed-quote",
+    ),
     bad(
         {"workerPools[0].submounts": [_empty("a", "/a"), _empty("a", "/b")]},
         "workerPools[0].submounts[1].name",
@@ -1840,6 +2130,14 @@ INVALID = [
         "namespace",
         "the prefix 'kube-' is reserved for them",
         id="namespace-kube-public",
+    ),
+    bad(
+        {"namespace": "kube-node-lease"},
+        "namespace",
+        "'kube-node-lease' is a Kubernetes system namespace (the prefix 'kube-' is reserved for "
+        "them), where the cluster's pods and Secrets would sit beside the control plane's: use a "
+        "namespace of the cluster's own, e.g. 'slurm'",
+        id="namespace-kube-node-lease",
     ),
     bad(
         {"workerPools[0].gpuType": "h100"},
@@ -2080,6 +2378,117 @@ INVALID = [
         "login.users[0].authorizedKeys[1]",
         "is not an OpenSSH public key",
         id="bad-ssh-key-user",
+    ),
+    # ---- SSH public keys: what sshd could not read (slurm_stack/spec/ssh_keys.py)
+    bad(
+        {"login.users": [{"name": "alice", "authorizedKeys": [ED25519, "ssh-ed25519 AAAA!C3Nz"]}]},
+        "login.users[0].authorizedKeys[1]",
+        "the ssh-ed25519 key's blob 'AAAA!C3Nz' is not base64: it contains '!'",
+        id="ssh-key-not-base64",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [f"ssh-ed25519 {ED25519_BLOB[:-1]} admin"]},
+        "login.rootAuthorizedKeys[0]",
+        "is not base64: its length or '=' padding is wrong; was it cut short?",
+        id="ssh-key-cut-inside-base64",
+    ),
+    bad(
+        # The blob ends in "Do=": "Dp=" sets a bit past its last byte.
+        {"login.rootAuthorizedKeys": [SK_ED25519.removesuffix("Do=") + "Dp="]},
+        "login.rootAuthorizedKeys[0]",
+        "is not base64 as sshd reads it: its last character has bits set past the end",
+        id="ssh-key-base64-bits-past-the-end",
+    ),
+    bad(
+        {
+            "login.users": [
+                {"name": "alice", "authorizedKeys": [ED25519, f"ssh-ed25519 {RSA.split()[1]} a"]}
+            ]
+        },
+        "login.users[0].authorizedKeys[1]",
+        "the blob is an ssh-rsa key but the line says ssh-ed25519",
+        id="ssh-key-blob-of-another-type",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [f"ecdsa-sha2-nistp256 {ECDSA[384].split()[1]}"]},
+        "login.rootAuthorizedKeys[0]",
+        "the blob is an ecdsa-sha2-nistp384 key but the line says ecdsa-sha2-nistp256",
+        id="ssh-key-blob-of-another-curve",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [f"ssh-ed25519 {ED25519_BLOB[:-4]} admin"]},
+        "login.rootAuthorizedKeys[0]",
+        "the ssh-ed25519 key in the blob is cut short: the blob ends inside the key",
+        id="ssh-key-truncated",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [f"ssh-rsa {RSA.split()[1][:200]}"]},
+        "login.rootAuthorizedKeys[0]",
+        "the ssh-rsa key in the blob is cut short",
+        id="ssh-key-rsa-truncated",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [f"ssh-ed25519 {ED25519_BLOB}AAAA"]},
+        "login.rootAuthorizedKeys[0]",
+        "the ssh-ed25519 key in the blob is followed by data that is not part of it",
+        id="ssh-key-trailing-data",
+    ),
+    bad(
+        {
+            "login.rootAuthorizedKeys": [
+                "ssh-ed25519 " + _blob("ssh-ed25519", _ED25519_RAW[:31]),
+            ]
+        },
+        "login.rootAuthorizedKeys[0]",
+        "the ssh-ed25519 key in the blob is not a valid key (An Ed25519 public key is 32 bytes",
+        id="ssh-key-ed25519-of-31-bytes",
+    ),
+    bad(
+        {
+            "login.rootAuthorizedKeys": [
+                "ecdsa-sha2-nistp256 "
+                + _blob("ecdsa-sha2-nistp256", "nistp384", _point(ec.SECP384R1()))
+            ]
+        },
+        "login.rootAuthorizedKeys[0]",
+        "not a valid key (Curve name mismatch)",
+        id="ssh-key-ecdsa-curve-mismatch",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [SK_ED25519.split()[0] + " " + _blob(SK_ED25519.split()[0])]},
+        "login.rootAuthorizedKeys[0]",
+        "the sk-ssh-ed25519@openssh.com key in the blob is cut short",
+        id="ssh-key-security-key-without-its-key",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [RSA_768]},
+        "login.rootAuthorizedKeys[0]",
+        "the ssh-rsa key has 768 bits; sshd reads no RSA key under 1024 bits",
+        id="ssh-key-rsa-too-short",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": ["ssh-ed25519 " + base64.b64encode(b"a@b.example").decode()]},
+        "login.rootAuthorizedKeys[0]",
+        "does not start with a key type: it is not an OpenSSH public key",
+        id="ssh-key-blob-not-a-key",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": ["ssh-ed25519"]},
+        "login.rootAuthorizedKeys[0]",
+        "the ssh-ed25519 key has no base64 blob after its type",
+        id="ssh-key-type-alone",
+    ),
+    bad(
+        {"login.rootAuthorizedKeys": [f"ssh-ed25519-cert-v01@openssh.com {ED25519_BLOB}"]},
+        "login.rootAuthorizedKeys[0]",
+        "ssh-ed25519-cert-v01@openssh.com is an OpenSSH certificate, not a public key",
+        id="ssh-key-certificate",
+    ),
+    bad(
+        {"login.users": [{"name": "alice", "authorizedKeys": [f'from="10.0.0.0/8" {ED25519}']}]},
+        "login.users[0].authorizedKeys[0]",
+        "options before the key type are not taken here",
+        id="ssh-key-with-options",
     ),
     bad(
         {"login.users": [{"name": "Alice", "authorizedKeys": [ED25519]}]},

@@ -283,6 +283,12 @@ BAD = {
 }
 LEAVES = string_leaves(full_config())
 SCRIPTS = ("content", "jobSubmitLua", "cliFilterLua")  # the siteScripts fields
+FREE = ("newline", "tab", "leading-space", "trailing-space")  # what scripts and annotations keep
+
+
+def is_annotation(path: tuple[Any, ...]) -> bool:
+    """A value of an annotations map: any text, as Kubernetes takes it (spec/text.py)."""
+    return len(path) >= 2 and path[-2] == "annotations"
 
 
 @pytest.mark.parametrize("variant", BAD)
@@ -294,8 +300,10 @@ def test_every_string_value_refuses_control_characters_and_surrounding_space(var
         value = at(config, path)
         if path[-1] == "caCertificate" and variant == "newline":
             continue  # a certificate is made of lines
-        if path[-1] in SCRIPTS and variant in ("newline", "tab", "leading-space", "trailing-space"):
+        if path[-1] in SCRIPTS and variant in FREE:
             continue  # a script is made of lines, indented as its author likes
+        if is_annotation(path) and variant in FREE:
+            continue  # an annotation's value is any text (the test below)
         put(config, path, spoil(value))
         with pytest.raises(SpecError) as raised:
             load(config)
@@ -339,3 +347,25 @@ def test_a_trailing_newline_no_longer_passes_an_anchored_pattern() -> None:
     [issue] = raised.value.issues
     assert issue.path == "workerPools[0].features[0]"
     assert "control character '\\n'" in issue.message
+
+
+def test_annotation_values_keep_lines_tabs_and_spaces_but_no_other_control_character() -> None:
+    """Kubernetes takes any string as an annotation's value (a JSON document, a PEM bundle);
+    its key, and a label's value, stay as strict as Kubernetes has them."""
+    annotations = [path for path in LEAVES if is_annotation(path)]
+    assert len(annotations) == 3  # annotations, login.service and externalNodes.controllerService
+    for path in annotations:
+        config = full_config()
+        text = '{\n\t"owner": "ml",\n\t"tier": 1\n}\n'
+        put(config, path, text)
+        assert load(config) is not None
+        for spoil in (BAD["carriage-return"], BAD["nul"]):
+            put(config, path, spoil(text))
+            with pytest.raises(SpecError) as raised:
+                load(config)
+            assert [issue.path for issue in raised.value.issues] == [display(path)]
+    config = full_config()
+    config["labels"] = {"team": "ml\nops"}
+    with pytest.raises(SpecError) as raised:
+        load(config)
+    assert [issue.path for issue in raised.value.issues] == ["labels.team"]

@@ -174,12 +174,13 @@ def test_extra_lines_leave_root_in_its_session_and_keys_to_slurm_stack(slurm_ver
 
 
 def test_sshd_checks_the_values_the_spec_passes_through(tmp_path):
-    """The spec checks keywords; a value is sshd's to judge, and sshd -t names the line."""
+    """The spec checks the values of the keywords in its table (spec/sshd.py); any other
+    keyword's value is sshd's to judge, and sshd -t names the line."""
     image = login_image("26.05")
-    _, text = rendered("26.05", ["MaxSessions lots"])
+    _, text = rendered("26.05", ["Ciphers lots"])
     run = run_sshd(image, text, tmp_path)
     assert run.returncode != 0
-    assert "MaxSessions integer value invalid" in run.stderr
+    assert "Bad SSH2 cipher spec 'lots'" in run.stderr
 
 
 @pytest.mark.parametrize("slurm_version", SUPPORTED_VERSIONS)

@@ -350,7 +350,8 @@ class Login(TypedDict, total=False):
         "Extra `Keyword value` lines for sshd_config, keywords of the login image's OpenSSH; a "
         "keyword set here replaces slurm-stack's default for it. Keywords that decide who logs in, "
         "how keys are found or where sessions run (ChrootDirectory, HostKey, Port, the key "
-        "handling, AllowUsers, Match, Include ...) are refused."
+        "handling, AllowUsers, Match, Include ...) are refused, and so is a value the image's sshd "
+        "would refuse to start with (`MaxAuthTries abc`, `X11Forwarding maybe`)."
     )
     resources: NotRequired[Resources]
     (

@@ -11,6 +11,7 @@ from pydantic import AfterValidator
 
 from slurm_stack.spec.quantity import parse_quantity
 from slurm_stack.spec.slurm_options import EXAMPLE, parse_line
+from slurm_stack.spec.ssh_keys import ssh_key_problem
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GRES_TYPE = re.compile(r"^[A-Za-z0-9_]+$")
@@ -22,15 +23,6 @@ _IMAGE_REF = re.compile(
 )
 _IMAGE_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 _IMAGE_REGISTRY = re.compile(rf"^{_IMAGE_NAME}$")
-_SSH_KEY_TYPES = (
-    "ssh-ed25519",
-    "ssh-rsa",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com",
-    "sk-ecdsa-sha2-nistp256@openssh.com",
-)
 
 
 def dns_label(value: str) -> str:
@@ -45,6 +37,9 @@ def dns_label(value: str) -> str:
 
 # Kubernetes reserves the prefix for its own namespaces (kube-system, kube-public,
 # kube-node-lease): objects there share the control plane's, and its admission rules.
+# `default` is taken: Kubernetes creates it for users' objects (those that name no namespace),
+# and it holds nothing of the control plane's but the `kubernetes` Service, a name no object
+# of slurm-stack's takes (each is `<cluster>-<part>`).
 SYSTEM_NAMESPACE_PREFIX = "kube-"
 
 
@@ -54,7 +49,8 @@ def cluster_namespace(value: str) -> str:
     if value.startswith(SYSTEM_NAMESPACE_PREFIX):
         raise ValueError(
             f"{value!r} is a Kubernetes system namespace (the prefix {SYSTEM_NAMESPACE_PREFIX!r}"
-            " is reserved for them): use a namespace of the cluster's own, e.g. 'slurm'"
+            " is reserved for them), where the cluster's pods and Secrets would sit beside the "
+            "control plane's: use a namespace of the cluster's own, e.g. 'slurm'"
         )
     return value
 
@@ -265,13 +261,9 @@ def image_registry(value: str) -> str:
 
 
 def ssh_public_key(value: str) -> str:
-    """One OpenSSH public key line."""
-    parts = value.strip().split()
-    if len(parts) < 2 or parts[0] not in _SSH_KEY_TYPES:
-        raise ValueError(
-            f"{value[:40]!r}... is not an OpenSSH public key; it must start with one of "
-            + ", ".join(_SSH_KEY_TYPES)
-        )
+    """One OpenSSH public key line that sshd can read (slurm_stack.spec.ssh_keys)."""
+    if problem := ssh_key_problem(value.strip()):
+        raise ValueError(problem)
     return value.strip()
 
 

@@ -53,7 +53,7 @@ from slurm_stack.spec.fields import (
 from slurm_stack.spec.lua import lua_syntax_problem
 from slurm_stack.spec.quantity import parse_quantity, to_mebibytes
 from slurm_stack.spec.relations import relation
-from slurm_stack.spec.text import MULTILINE, SCRIPT
+from slurm_stack.spec.text import FREE_TEXT, MULTILINE, SCRIPT
 from slurm_stack.spec.versions import DEFAULT_VERSION, SlurmVersion
 
 IMAGE_REVISION = "0.1.0"
@@ -77,8 +77,9 @@ KubeText = Annotated[str, BeforeValidator(_scalar_as_text)]
 """A string value in a Kubernetes string map; booleans and numbers are taken as their text."""
 LabelMap = dict[QualifiedName, Annotated[KubeText, AfterValidator(label_value)]]
 """Labels and node selectors: keys and values as Kubernetes takes them."""
-AnnotationMap = dict[QualifiedName, KubeText]
-"""Annotations: keys as Kubernetes takes them, any text as values."""
+AnnotationMap = dict[QualifiedName, Annotated[KubeText, Field(json_schema_extra=FREE_TEXT)]]
+"""Annotations: keys as Kubernetes takes them, any text as values, lines included (as
+Kubernetes takes them too; slurm-stack writes them into no file)."""
 
 
 class SpecModel(BaseModel):
@@ -438,7 +439,8 @@ class Login(SpecModel):
     """Extra `Keyword value` lines for sshd_config, keywords of the login image's OpenSSH; a
     keyword set here replaces slurm-stack's default for it. Keywords that decide who logs in,
     how keys are found or where sessions run (ChrootDirectory, HostKey, Port, the key
-    handling, AllowUsers, Match, Include ...) are refused."""
+    handling, AllowUsers, Match, Include ...) are refused, and so is a value the image's sshd
+    would refuse to start with (`MaxAuthTries abc`, `X11Forwarding maybe`)."""
     resources: Resources = Field(
         default_factory=lambda: Resources(
             requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "4Gi"}

@@ -13,12 +13,20 @@ So the order protects nothing by itself: every keyword slurm-stack relies on is 
 whatever its case or old alias. No line here can open a Match block or Include a file, so all
 of them are global; root's Match block after them is still the last word for root (sshd lets
 a matching block's values override global ones).
+
+The values of the keywords people set most are checked too (SSHD_VALUES): sshd refuses to
+start on `MaxAuthTries abc` or `X11Forwarding maybe`, so the login pods would never become
+Ready. The rules are OpenSSH's own (servconf.c, misc.c), and tests/test_spec.py has the login
+image's `sshd -t` judge every sample value of the table the same way. Other keywords' values
+are still sshd's to judge.
 """
 
 import difflib
 import json
 import posixpath
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -175,8 +183,15 @@ def sshd_line_problem(line: str, version: str) -> str | None:
             return f"{key} is {what} the login image's {release}"
     if name not in lowered["keywords"]:
         return f"{key} is not an sshd_config keyword of {release}{_did_you_mean(key, version)}"
+    if len(line.split(maxsplit=1)) < 2:
+        return None  # no value: the line format's to report
+    args = sshd_arguments(line)
+    if args is None:
+        return f"{key}: a quote in the line is not closed, and sshd refuses the line"
     if name == "banner":
         return _banner_problem(line)
+    if name in SSHD_VALUES:
+        return _value_problem(key, SSHD_VALUES[name][1], args, _release(version))
     return None
 
 
@@ -200,4 +215,192 @@ def _banner_problem(line: str) -> str | None:
                 f"Banner {value}: sshd reads the banner as root, outside the jail, and sends "
                 f"it to anyone before login; not from {directory}: {why}"
             )
+    return None
+
+
+# ---------------------------------------------------------------------------- values
+
+INT_MAX = 2**31 - 1
+_WHOLE_NUMBER = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+_TIME_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smhdw]?)", re.IGNORECASE)
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass(frozen=True)
+class SshdValue:
+    """What sshd takes as the one value of a keyword: ``wants`` says it in words. ``since``:
+    from that OpenSSH release on, sshd takes another value instead."""
+
+    wants: str
+    accepts: Callable[[str, tuple[int, int]], bool]
+    since: "tuple[tuple[int, int], SshdValue] | None" = None
+
+    def at(self, release: tuple[int, int]) -> "SshdValue":
+        """The value OpenSSH ``release`` takes."""
+        if self.since is not None and release >= self.since[0]:
+            return self.since[1].at(release)
+        return self
+
+
+def _whole_number(arg: str, _: tuple[int, int]) -> bool:
+    """parse_int: misc.c atoi_err, strtonum(arg, 0, INT_MAX) (so '+5' and '-0' too)."""
+    return bool(_WHOLE_NUMBER.fullmatch(arg)) and 0 <= int(arg) <= INT_MAX
+
+
+def _time(arg: str, release: tuple[int, int]) -> bool:
+    """parse_time: misc.c convtime. Numbers, each followed by s, m, h, d or w (none: seconds),
+    adding up to at most INT_MAX seconds. From OpenSSH 10.3 (convtime_double) seconds may have
+    decimals ('1.5s') and come once; before it no number has decimals."""
+    decimals = release >= (10, 3)
+    total, position, seconds_seen = 0.0, 0, False
+    while position < len(arg):
+        part = _TIME_PART.match(arg, position)
+        if part is None:
+            return False
+        number, unit = part.groups()
+        position = part.end()
+        if not unit and position < len(arg):
+            return False  # a number ends only at a unit or at the end
+        unit = unit.lower() or "s"
+        if "." in number and not (decimals and unit == "s" and number[-1].isdigit()):
+            return False
+        if decimals and unit == "s":
+            if seconds_seen:
+                return False
+            seconds_seen = True
+        total += float(number) * _SECONDS[unit]
+    return bool(arg) and total <= INT_MAX
+
+
+def _time_or_none(arg: str, release: tuple[int, int]) -> bool:
+    return arg.lower() == "none" or _time(arg, release)
+
+
+def _words(*words: str, any_case: bool = True) -> SshdValue:
+    """One of ``words``: servconf.c's multistate tables and log.c's level and facility names
+    compare with strcasecmp; PermitTunnel's with strcmp."""
+    if any_case:
+        known = {word.lower() for word in words}
+        return SshdValue(f"one of {', '.join(words)}", lambda arg, _: arg.lower() in known)
+    return SshdValue(f"one of {', '.join(words)} (in lower case)", lambda arg, _: arg in set(words))
+
+
+_WHOLE = SshdValue(f"a whole number from 0 to {INT_MAX}", _whole_number)
+_TIME = SshdValue("a time such as 90, 2m or 1h30m (s, m, h, d or w after a number)", _time)
+_TIME_OR_NONE = SshdValue(f"none or {_TIME.wants}", _time_or_none)
+_YES_NO = _words("yes", "no")
+_FORWARDING = _words("yes", "all", "no", "remote", "local")
+
+# Keyword -> the value sshd takes (servconf.c, process_server_config_line_depth, by the label
+# each case jumps to). Each takes exactly one value: more is "extra arguments at end of line".
+SSHD_VALUES = {
+    k.lower(): (k, value)
+    for k, value in (
+        ("MaxAuthTries", _WHOLE),
+        ("MaxSessions", _WHOLE),
+        ("ClientAliveCountMax", _WHOLE),
+        ("X11DisplayOffset", _WHOLE),
+        ("RequiredRSASize", _WHOLE),
+        ("LoginGraceTime", _TIME),
+        ("ClientAliveInterval", _TIME),
+        ("UnusedConnectionTimeout", _TIME_OR_NONE),
+        ("X11Forwarding", _YES_NO),
+        ("X11UseLocalhost", _YES_NO),
+        ("AllowAgentForwarding", _YES_NO),
+        ("DisableForwarding", _YES_NO),
+        ("PermitTTY", _YES_NO),
+        ("PermitUserRC", _YES_NO),
+        ("PrintMotd", _YES_NO),
+        ("PrintLastLog", _YES_NO),
+        # OpenSSH 10.6 extends it to forwarded connections: `all` (`transport` is `yes`).
+        (
+            "TCPKeepAlive",
+            SshdValue(
+                _YES_NO.wants,
+                _YES_NO.accepts,
+                since=((10, 6), _words("yes", "transport", "true", "no", "false", "all")),
+            ),
+        ),
+        ("UseDNS", _YES_NO),
+        ("StrictModes", _YES_NO),
+        ("ExposeAuthInfo", _YES_NO),
+        ("StreamLocalBindUnlink", _YES_NO),
+        ("IgnoreUserKnownHosts", _YES_NO),
+        ("IgnoreRhosts", _words("yes", "no", "shosts-only")),
+        ("AllowTcpForwarding", _FORWARDING),
+        ("AllowStreamLocalForwarding", _FORWARDING),
+        ("GatewayPorts", _words("no", "yes", "clientspecified")),
+        ("PermitTunnel", _words("no", "yes", "point-to-point", "ethernet", any_case=False)),
+        (
+            "LogLevel",
+            _words(
+                "QUIET", "FATAL", "ERROR", "INFO", "VERBOSE", "DEBUG", "DEBUG1", "DEBUG2", "DEBUG3"
+            ),
+        ),
+        (
+            "SyslogFacility",
+            _words("DAEMON", "USER", "AUTH", "AUTHPRIV", *(f"LOCAL{n}" for n in range(8))),
+        ),
+    )
+}
+
+
+def _release(version: str) -> tuple[int, int]:
+    """(10, 6) for the login image of Slurm ``version`` with OpenSSH 10.6p1."""
+    found = re.match(r"OpenSSH_(\d+)\.(\d+)", keyword_data(version)["openssh"])
+    assert found, keyword_data(version)["openssh"]
+    return int(found[1]), int(found[2])
+
+
+def sshd_arguments(line: str) -> list[str] | None:
+    """The arguments sshd reads after the line's keyword (servconf.c: strdelim drops one '='
+    after it; misc.c argv_split: quotes and backslash escapes, and an argument starting with
+    '#' ends the line); None when a quote is not closed."""
+    parts = line.strip().split(maxsplit=1)
+    rest = parts[1] if len(parts) == 2 else ""
+    if rest.startswith("="):
+        rest = rest[1:].lstrip(" \t")
+    args: list[str] = []
+    i = 0
+    while i < len(rest):
+        if rest[i] in " \t":
+            i += 1
+            continue
+        if rest[i] == "#":
+            break
+        quote, arg = "", []
+        while i < len(rest):
+            char = rest[i]
+            escaped = rest[i + 1 : i + 2]
+            if char == "\\" and (escaped in ("'", '"', "\\") or (not quote and escaped == " ")):
+                i += 1
+                arg.append(escaped)
+            elif not quote and char in " \t":
+                break
+            elif not quote and char in "\"'":
+                quote = char
+            elif quote and char == quote:
+                quote = ""
+            else:
+                arg.append(char)
+            i += 1
+        if quote:
+            return None
+        args.append("".join(arg))
+    return args
+
+
+def _value_problem(
+    key: str, value: SshdValue, args: list[str], release: tuple[int, int]
+) -> str | None:
+    value = value.at(release)
+    if not args:
+        return f"{key} takes {value.wants}, and the line gives none"
+    if len(args) > 1:
+        return (
+            f"{key} takes one value, {value.wants}; sshd refuses the line's extra "
+            f"{' '.join(args[1:])!r}"
+        )
+    if not value.accepts(args[0], release):
+        return f"{key} takes {value.wants}, not {args[0]!r}: sshd would refuse to start"
     return None

@@ -5,13 +5,17 @@ Strings reach config files (slurm.conf, sshd_config, slurmdbd.conf, authorized_k
 Kubernetes names: a newline there would start a line of its own, and a trailing one passes a
 `$`-anchored check. Only a field whose model marks it `MULTILINE` (a PEM certificate) may
 hold line breaks, one marked `SCRIPT` (a site script) line breaks and tabs, and no field may
-hold another control character.
+hold another control character. A list's items or a map's values take the marks of their
+field, or their own: an annotation's value is marked `FREE_TEXT` in its type
+(`Annotated[str, Field(json_schema_extra=FREE_TEXT)]`), a map key never is.
 """
 
+import typing
 from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from slurm_stack.spec.errors import SpecIssue, join_path
 from slurm_stack.spec.walk import fields_by_key, item_annotation, model_for
@@ -21,6 +25,12 @@ MULTILINE = {"multiline": True}
 
 SCRIPT = {"multiline": True, "tabs": True}
 """`json_schema_extra` of a field that holds a script: lines, and tabs to indent them."""
+
+FREE_TEXT = {"multiline": True, "tabs": True}
+"""`json_schema_extra` of a value Kubernetes takes as any string, written into no file and
+no name: an annotation's (a JSON document, a PEM bundle, a script a controller reads). Line
+breaks, tabs and surrounding whitespace are kept; other control characters, which no such
+value needs and `kubectl` would not show, are still refused."""
 
 _LINE_BREAKS = "\n"
 
@@ -50,14 +60,25 @@ def _walk(
                 yield from _walk(item, info.annotation, (*path, key), lines, tabs)
         return
     item_type = item_annotation(annotation)
+    marks = _marks(item_type)
+    lines = multiline or marks.get("multiline") is True
+    tabs = tabs or marks.get("tabs") is True
     if isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _walk(item, item_type, (*path, index), multiline)
+            yield from _walk(item, item_type, (*path, index), lines, tabs)
     elif isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str) and (problem := text_problem(key, multiline=False)):
                 yield SpecIssue(join_path(*path, key), f"the key {problem}")
-            yield from _walk(item, item_type, (*path, key), multiline)
+            yield from _walk(item, item_type, (*path, key), lines, tabs)
+
+
+def _marks(annotation: Any) -> dict:
+    """The `json_schema_extra` of a `Field` in an item type's `Annotated` metadata."""
+    for meta in typing.get_args(annotation)[1:] if hasattr(annotation, "__metadata__") else ():
+        if isinstance(meta, FieldInfo) and isinstance(meta.json_schema_extra, dict):
+            return meta.json_schema_extra
+    return {}
 
 
 def text_problem(value: str, *, multiline: bool, tabs: bool = False) -> str | None:
