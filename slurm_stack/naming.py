@@ -101,6 +101,9 @@ SCALED_BY_POWER_SAVING = "slurm-power-saving"
 
 # The scaler's settings, beside slurm.conf in the config ConfigMap.
 ELASTIC_CONFIG_FILE = "elastic.json"
+# The hosts outside Kubernetes the stack declares, beside slurm.conf (healthchecks'
+# outside_sync.CONFIG_FILE).
+OUTSIDE_CONFIG_FILE = "outside.json"
 
 
 def jail_claim_name(cluster: str) -> str:

@@ -200,3 +200,11 @@ def test_the_cli_prints_the_script_and_refuses_a_key_it_was_not_given(tmp_path: 
     assert (
         unknown.returncode == 2 and "no outside pool 'gpu'; outside pools: metal" in unknown.stderr
     )
+
+
+def test_the_declared_hosts_reach_the_config_jobs_sync() -> None:
+    files = slurm_config_files(load_spec(CLUSTER))
+    assert json.loads(files["outside.json"]) == {"hosts": ["bm1", "bm2"]}
+    without = copy.deepcopy(CLUSTER)
+    without.pop("externalNodes")
+    assert "outside.json" not in slurm_config_files(load_spec(without))

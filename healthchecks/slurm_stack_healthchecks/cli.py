@@ -116,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
         elastic = commands.add_parser(program, help=what)
         elastic.add_argument("nodes", help="Slurm hostlist of the nodes")
     commands.add_parser("elastic-sync", help="create elastic pools' nodes powered down")
+    commands.add_parser(
+        "outside-sync", help="delete (or drain, while busy) outside hosts the stack no longer has"
+    )
     given_back = commands.add_parser(
         "elastic-given-back", help="exit 0 when Slurm has given the node back or powers it up"
     )
@@ -172,6 +175,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: controller_in_control(run_command),
             lambda line: print(line, file=sys.stderr, flush=True),
         )
+    if args.command == "outside-sync":
+        from .elastic import Slurm, container_log, slurm_conf
+        from .outside_sync import DeclaredHosts, sync_outside_hosts
+
+        log = container_log(sys.stderr, name="outside-sync")
+        try:
+            declared = DeclaredHosts.beside(slurm_conf(os.environ))
+            failures = sync_outside_hosts(declared, Slurm(run_command), log)
+        except (OSError, ValueError, CommandError) as exc:
+            failures = [str(exc)]
+        for failure in failures:
+            log(f"failed: {failure}")
+        return 1 if failures else 0
     if args.command.startswith("elastic-"):
         from .elastic_cli import run_elastic
 

@@ -410,12 +410,12 @@ def one_at_a_time(lock_file: Path = LOCK_FILE) -> Iterator[None]:
 CONTAINER_LOG = Path("/proc/1/fd/2")
 
 
-def container_log(fallback: TextIO, target: Path = CONTAINER_LOG) -> Log:
-    """A log that writes timestamped lines to the container's log where it can, else to
-    ``fallback``."""
+def container_log(fallback: TextIO, target: Path = CONTAINER_LOG, name: str = "elastic") -> Log:
+    """A log that writes timestamped lines, each after ``name``, to the container's log where
+    it can, else to ``fallback``."""
 
     def log(line: str) -> None:
-        text = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} elastic: {line}\n"
+        text = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {name}: {line}\n"
         try:
             with open(target, "a", encoding="utf-8") as stream:
                 stream.write(text)

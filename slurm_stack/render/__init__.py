@@ -37,6 +37,11 @@ def slurm_config_files(spec: ClusterSpec) -> dict[str, str]:
         "slurm.conf": render_slurm_conf(spec),
         **({"topology.conf": topology} if (topology := render_topology_conf(spec)) else {}),
         **({naming.ELASTIC_CONFIG_FILE: render_elastic_config(spec)} if spec.elastic_pools else {}),
+        **(
+            {naming.OUTSIDE_CONFIG_FILE: render_outside_config(spec)}
+            if spec.external_nodes is not None
+            else {}
+        ),
         **site_files(spec),
     }
 
@@ -58,6 +63,13 @@ def render_elastic_config(spec: ClusterSpec) -> str:
             }
         )
     return json.dumps({"namespace": spec.namespace, "pools": pools}, indent=2) + "\n"
+
+
+def render_outside_config(spec: ClusterSpec) -> str:
+    """outside.json: the hosts the outside pools declare, for the reconfigure Job's sync
+    (healthchecks/.../outside_sync.py), which removes the nodes of hosts no pool has now."""
+    hosts = sorted(spec.external_nodes.hosts) if spec.external_nodes is not None else []
+    return json.dumps({"hosts": hosts}, indent=2) + "\n"
 
 
 def login_config_files(spec: ClusterSpec) -> dict[str, str]:

@@ -183,17 +183,21 @@ def test_a_host_with_the_wrong_key_is_refused_and_nothing_changes(
     assert host not in hybrid.node_states()
 
 
-def test_a_host_taken_out_of_the_stack_leaves_no_ghost_and_may_not_join_again(
+def test_a_host_taken_out_of_the_stack_while_its_slurmd_runs_is_deleted_and_refused(
     hybrid: Cluster, host: str
 ) -> None:
-    # Its slurmd stopped (the test before); then the host leaves the stack's pool.
+    directory = hybrid.sandbox.outside().directory(host)
+    join_script(hybrid, directory, "--show-secrets")
+    joined = hybrid.sandbox.outside().exec(host, ["sh", "/join/join.sh"], timeout=JOIN_SECONDS)
+    assert joined.returncode == 0, joined.stderr
+    wait_for("bm1 idle", lambda: hybrid.node_states().get(host) == "idle", timeout=60)
+    # The host leaves the stack's pool while its slurmd runs: `up`'s reconfigure Job deletes
+    # its node (idle: no job to wait for).
     hybrid.edit_stack(lambda c: c["externalNodes"]["pools"][0].update(hosts=["bm2"]))
     hybrid.sandbox.up()
-    wait_for("the pods idle", lambda: hybrid.all_idle(2), timeout=120)
-    assert host not in hybrid.node_states()
-    directory = hybrid.sandbox.outside().directory(host)
+    wait_for("bm1 gone, the pods idle", lambda: hybrid.all_idle(2), timeout=120)
+    assert hybrid.ctl(f"scontrol show node {host}").returncode != 0
     join_script(hybrid, directory, "--show-secrets")
     refused = hybrid.sandbox.outside().exec(host, ["sh", "/join/join.sh"], timeout=60)
     assert refused.returncode != 0
     assert "'bm1' is not a host of outside pool metal (its hosts: bm2)" in refused.stderr
-    assert host not in hybrid.node_states()
