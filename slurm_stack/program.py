@@ -1,5 +1,7 @@
 """The stack program: read config, validate it, create the cluster, export what users need."""
 
+from typing import Any
+
 import pulumi
 
 from slurm_stack.components.cluster import SlurmCluster
@@ -18,8 +20,11 @@ from slurm_stack.spec import (
 )
 from slurm_stack.spec.registry_auth import registry_auth_problem
 from slurm_stack.version_change import (
+    DEPLOYED_VERSION_CONFIG_KEY,
+    OutputsUnknown,
     deployed_outputs,
     deployed_slurm_version,
+    outputs_from_config,
     refuse_version_change,
 )
 
@@ -38,7 +43,11 @@ class StackConfigError(SpecError, pulumi.RunError):
 def run() -> SlurmCluster:
     """Body of `__main__.py`; only this function reads `pulumi.Config`."""
     # First, before any Output exists: the invoke runs the event loop until it answers.
-    deployed = deployed_outputs()
+    try:
+        deployed: dict[str, Any] | None = deployed_outputs()
+        unknown_why = ""
+    except OutputsUnknown as error:
+        deployed, unknown_why = None, str(error)
     config = pulumi.Config()
     db_password = config.get_secret(DB_PASSWORD_CONFIG_KEY.split(":", 1)[1])
     ldap_password = config.get_secret(LDAP_PASSWORD_CONFIG_KEY.split(":", 1)[1])
@@ -48,6 +57,12 @@ def run() -> SlurmCluster:
     registry_auth_issue = registry_auth_problem(config.get(registry_auth_key))
     config_key = f"{config.name}:{CLUSTER_CONFIG_KEY}"
     try:
+        if deployed is None:
+            deployed = outputs_from_config(
+                config.get(DEPLOYED_VERSION_CONFIG_KEY),
+                unknown_why,
+                f"{config.name}:{DEPLOYED_VERSION_CONFIG_KEY}",
+            )
         spec = load_spec(
             config.get_object(CLUSTER_CONFIG_KEY),
             db_password_provided=db_password is not None,

@@ -9,6 +9,7 @@ pkg/resource/deploy/builtins.go). The invoke is synchronous, so the check runs b
 program registers any resource.
 """
 
+import re
 from typing import Any
 
 import pulumi
@@ -26,17 +27,60 @@ UPGRADES_FROM: dict[str, tuple[str, ...]] = {
 }
 
 
+DEPLOYED_VERSION_CONFIG_KEY = "deployedSlurmVersion"
+NEVER_DEPLOYED = "none"
+
+
+class OutputsUnknown(Exception):
+    """The backend cannot give this stack's last outputs; why."""
+
+
 def deployed_outputs() -> dict[str, Any]:
-    """This stack's outputs from its last update; empty on the first `up`, or where the
-    backend cannot say (a backend without stack outputs)."""
+    """This stack's outputs from its last update; empty on the first `up`. OutputsUnknown
+    where the backend cannot say (one without stack outputs): a version change could then
+    not be checked."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
     try:
         result = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": name})
-    except Exception as error:  # a backend that cannot say only skips the checks
-        pulumi.log.warn(f"cannot read this stack's last outputs ({error}); not checked")
-        return {}
+    except Exception as error:  # whatever the backend raises: the check decides, not this
+        raise OutputsUnknown(str(error)) from error
     outputs = (result.value or {}).get("outputs") or {}
     return outputs if isinstance(outputs, dict) else {}
+
+
+def outputs_from_config(given: str | None, why: str, config_key: str) -> dict[str, Any]:
+    """Where the backend cannot say, the outputs the user states in config
+    `deployedSlurmVersion`: the version the stack runs now, or `none` for a stack never
+    deployed. SpecError at ``config_key`` (that key's) when it is not given, or is no
+    version."""
+    if given is None:
+        raise SpecError(
+            [
+                SpecIssue(
+                    "",
+                    f"this stack's backend cannot give its last outputs ({why}), so a change "
+                    "of slurmVersion cannot be checked against the version it runs: say which "
+                    f"Slurm it runs with `pulumi config set {DEPLOYED_VERSION_CONFIG_KEY} "
+                    f"<version>` (e.g. 26.05), or `{NEVER_DEPLOYED}` for a stack never "
+                    "deployed",
+                )
+            ],
+            config_key,
+        )
+    if given == NEVER_DEPLOYED:
+        return {}
+    if not re.fullmatch(r"\d{2}\.\d{2}", given):
+        raise SpecError(
+            [
+                SpecIssue(
+                    "",
+                    f"{given!r} is no Slurm version: give the major the stack runs now "
+                    f"(e.g. 26.05), or `{NEVER_DEPLOYED}` for a stack never deployed",
+                )
+            ],
+            config_key,
+        )
+    return {VERSION_OUTPUT: given}
 
 
 def deployed_slurm_version(outputs: dict[str, Any]) -> str | None:

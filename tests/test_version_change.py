@@ -91,3 +91,40 @@ def test_slurmdbd_may_convert_its_database_for_as_long_as_up_waits():
     budget = probe["periodSeconds"] * probe["failureThreshold"]
     assert budget == 3600
     assert TIMEOUTS["slurmdbd"] == TIMEOUTS["slurmdbd-service"] == f"{budget // 60}m"
+
+
+def _run_without_outputs(version: str, deployed_flag: str | None):
+    """A backend that cannot answer readStackOutputs; `deployedSlurmVersion` as given."""
+    from slurm_stack.offline.mocks import UNREADABLE_OUTPUTS
+
+    config = {"slurm-stack:cluster": json.dumps(_dev_config(version))}
+    if deployed_flag is not None:
+        config["slurm-stack:deployedSlurmVersion"] = deployed_flag
+    return run_program(run, config=config, previous_outputs=UNREADABLE_OUTPUTS)
+
+
+def test_without_the_last_outputs_the_deployed_version_must_be_stated() -> None:
+    with pytest.raises(StackConfigError) as info:
+        _run_without_outputs("24.11", None)
+    message = str(info.value)
+    assert "slurm-stack:deployedSlurmVersion: this stack's backend cannot give its last" in message
+    assert "this backend keeps no stack outputs" in message
+    assert "pulumi config set deployedSlurmVersion <version>" in message
+
+
+def test_the_stated_version_is_checked_as_the_outputs_would_be() -> None:
+    with pytest.raises(StackConfigError, match=r"going back to 24\.11 is not supported"):
+        _run_without_outputs("24.11", "26.05")
+    assert _run_without_outputs("26.05", "24.11").outputs["slurmVersion"] == "26.05"
+    assert _run_without_outputs("24.11", "none").outputs["slurmVersion"] == "24.11"
+    with pytest.raises(StackConfigError, match="'latest' is no Slurm version"):
+        _run_without_outputs("26.05", "latest")
+
+
+def test_the_stated_version_is_ignored_where_the_backend_answers() -> None:
+    config = {
+        "slurm-stack:cluster": json.dumps(_dev_config("24.11")),
+        "slurm-stack:deployedSlurmVersion": "24.11",
+    }
+    with pytest.raises(StackConfigError, match=r"going back to 24\.11 is not supported"):
+        run_program(run, config=config, previous_outputs={"slurmVersion": "26.05"})

@@ -197,14 +197,20 @@ def mock_state(
     return f"{name}-{_derived_bytes(urn, 'id', 4).hex()}", state
 
 
+UNREADABLE_OUTPUTS: Mapping[str, Any] = {"@unreadable": True}
+"""`previous_outputs` of a backend that cannot answer readStackOutputs."""
+
+
 class OfflineMocks(Mocks):
     """`pulumi.runtime.Mocks` over `mock_state`, for reads and invokes of the stock monitor.
 
     ``previous_outputs`` are the stack outputs of the last update, as the engine's
-    `pulumi:pulumi:readStackOutputs` gives them (none: a stack that was never updated)."""
+    `pulumi:pulumi:readStackOutputs` gives them (none: a stack that was never updated;
+    `UNREADABLE_OUTPUTS`: a backend that cannot say, and the invoke fails)."""
 
     def __init__(self, previous_outputs: Mapping[str, Any] | None = None) -> None:
-        self.previous_outputs = dict(previous_outputs or {})
+        self.unreadable = previous_outputs is UNREADABLE_OUTPUTS
+        self.previous_outputs = {} if self.unreadable else dict(previous_outputs or {})
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict]:
         """Reads (`Resource.get`) have no URN here: seed from type, name and id instead."""
@@ -214,6 +220,8 @@ class OfflineMocks(Mocks):
     def call(self, args: MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
         """A stack's outputs for readStackOutputs; other invokes return nothing."""
         if args.token == "pulumi:pulumi:readStackOutputs":
+            if self.unreadable:  # the engine answers a failed invoke with its failures
+                return {}, [("name", "this backend keeps no stack outputs")]
             name = args.args.get("name")
             return {"name": name, "outputs": self.previous_outputs, "secretOutputNames": []}, []
         return {}, []
