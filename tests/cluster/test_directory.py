@@ -228,16 +228,22 @@ def test_directory_users_log_in_with_their_directory_keys(
     assert directory.login_as("leo", keys["lara"], "true").returncode != 0
 
 
-def test_directory_users_run_jobs_as_themselves_on_every_worker(
-    directory: Cluster, keys: dict[str, Path]
-) -> None:
-    # What an admin does for directory users: a home on the jail and a Slurm association.
+@pytest.fixture(scope="module")
+def lara_admitted(directory: Cluster) -> Path:
+    """What an admin does for a directory user: a home on the jail and a Slurm association
+    (lara's home, made once for the tests that run her jobs, whichever runs first)."""
     home = directory.jail / "home" / "lara"
     home.mkdir(parents=True, exist_ok=True)
     os.chown(home, USERS["lara"], USERS["lara"])
     for command in ("add account ldap Description=directory", "add user lara Account=ldap"):
         directory.ok(directory.ctl(f"sacctmgr -i {command}"))
+    return home
 
+
+def test_directory_users_run_jobs_as_themselves_on_every_worker(
+    directory: Cluster, keys: dict[str, Path], lara_admitted: Path
+) -> None:
+    home = lara_admitted
     out = directory.ok_as(
         "lara", keys["lara"], "srun -N2 sh -c 'id -un; id -Gn; getent passwd leo'"
     )
@@ -257,7 +263,17 @@ def test_directory_users_run_jobs_as_themselves_on_every_worker(
     assert (home / "notes").stat().st_uid == USERS["lara"]
 
 
-def test_the_rest_api_resolves_directory_users(directory: Cluster, keys: dict[str, Path]) -> None:
+def test_the_rest_api_resolves_directory_users(
+    directory: Cluster, keys: dict[str, Path], lara_admitted: Path
+) -> None:
+    # A job of lara's own, in accounting: the test does not lean on an earlier one's.
+    job = directory.ok_as("lara", keys["lara"], "sbatch --parsable -o /dev/null --wrap true")
+    job = job.strip()
+    wait_for(
+        f"job {job} in sacct",
+        lambda: job in directory.ok(directory.ctl(f"sacct -n -X -P -j {job} -o JobID")),
+        timeout=60,
+    )
     # slurmrestd resolves the names in a request itself, through its pod's sssd sidecar.
     url = f"{api_url(directory)}/slurmdb/{latest(directory)}/jobs?users=lara"
     command = (
@@ -268,7 +284,8 @@ def test_the_rest_api_resolves_directory_users(directory: Cluster, keys: dict[st
     body, status = directory.ok_as("lara", keys["lara"], command).rsplit("\n", 1)
     assert status == "200", body
     reply = json.loads(body)
-    assert reply["errors"] == [] and {job["user"] for job in reply["jobs"]} == {"lara"}
+    assert reply["errors"] == [] and {j["user"] for j in reply["jobs"]} == {"lara"}
+    assert job in {str(j["job_id"]) for j in reply["jobs"]}
 
 
 def test_changed_directory_settings_reach_sssd_without_a_restart(

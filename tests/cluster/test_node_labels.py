@@ -174,7 +174,12 @@ def test_a_relabelled_node_moves_and_a_wrong_label_drains_it(labels: Cluster) ->
 def test_placement_survives_a_controller_restart_and_a_replaced_pod_is_placed_again(
     labels: Cluster,
 ) -> None:
-    wait_for("every node idle", lambda: labels.all_idle(5), timeout=30)
+    # Its own labels, whatever ran before it: each fabric node on a leaf and in a zone.
+    for node, switch, zone in zip(
+        FABRIC, ["leaf-a", "leaf-a", "leaf-b", "leaf-b"], "aabb", strict=True
+    ):
+        label(labels, node, switch=switch, zone=f"z-{zone}")
+    wait_for("every node idle", lambda: labels.all_idle(5), timeout=60)
 
     def placed() -> dict[str, object]:
         found: dict[str, object] = {node: features(labels, node) for node in FABRIC}
