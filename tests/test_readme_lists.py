@@ -1,6 +1,6 @@
 """The lists in README.md that name parts of the code, compared with the code, so that they
-cannot drift: the components, the top-level stack keys of the Configure table, and the
-outputs."""
+cannot drift: the components, the top-level stack keys of the Configure table, the outputs,
+and the Pod Security table."""
 
 import inspect
 import re
@@ -60,3 +60,32 @@ def test_the_outputs_row_names_every_export() -> None:
     for name in exported:
         assert words.get(name, f"`{name}`") in row, name
     assert exported >= {"outsideControllers", "outsideNodesAuthKey", "restApiUrl"}
+
+
+# How the Pod Security table names each component of tests/test_pod_security.py's EXPECTED.
+POD_SECURITY_NAMES = {
+    "database": "MariaDB",
+    "rest": "slurmrestd",
+    "controller": "slurmctld",
+    "accounting": "slurmdbd",
+    "exporter": "the metrics exporter",
+    "node-state": "the node-state controller",
+    "reconfigure": "reconfigure",
+    "pool-update": "pool-update",
+    "nccl-benchmark": "NCCL Jobs",
+    "users": "users Job",
+    "jail": "populate-jail Job",
+    "worker": "workers (slurmd)",
+    "login": "login (sshd)",
+}
+
+
+def test_the_pod_security_table_has_every_component_at_its_level() -> None:
+    from tests.test_pod_security import EXPECTED
+
+    assert set(POD_SECURITY_NAMES) == set(EXPECTED)
+    table = README[README.index("| pods | level | why not stricter |") :].split("\n\n", 1)[0]
+    rows = table.splitlines()[2:]
+    for component, name in POD_SECURITY_NAMES.items():
+        (row,) = [r for r in rows if name in r.split("|")[1]]
+        assert "| " + EXPECTED[component][0] in row, (component, row)
