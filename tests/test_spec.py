@@ -2185,8 +2185,21 @@ INVALID = [
     bad(
         {"login.resources": {"limits": {"ephemeral-storage": "20"}}},
         "login.resources.limits.ephemeral-storage",
-        "'20' is 20 bytes, less than 1Mi: add a unit, e.g. '20Gi'",
+        "'20' has no unit, and Kubernetes reads it as 20 bytes: add a unit, e.g. '20Mi' or '20Gi'",
         id="ephemeral-storage-without-unit",
+    ),
+    bad(
+        {"workerPools[0].resources": {"limits": {"memory": "2000000"}}},
+        "workerPools[0].resources.limits.memory",
+        "'2000000' has no unit, and Kubernetes reads it as 2000000 bytes (2.0 MB): add a unit, "
+        "e.g. '2000000Mi' or '2000000Gi'",
+        id="memory-of-2-mb-without-unit",
+    ),
+    bad(
+        {"login.resources": {"requests": {"memory": "1e3"}}},
+        "login.resources.requests.memory",
+        "'1e3' is 1000 bytes, less than 1Mi: add a unit, e.g. '20Gi'",
+        id="memory-exponent-below-a-mebibyte",
     ),
     bad(
         {"workerPools[0].resources": {"requests": {"memory": "512m"}}},

@@ -522,9 +522,18 @@ def _quantities(values: Any) -> dict[str, Any]:
     return {name: value for name, value in out.items() if value is not None}
 
 
+def _bytes_in_words(value: Any) -> str:
+    """A byte count of a kilobyte or more as a person reads it, ' (2.0 MB)'; else ''."""
+    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if value >= size:
+            return f" ({float(value) / size:.1f} {unit})"
+    return ""
+
+
 def resources_make_sense(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
-    """Memory and ephemeral storage are whole bytes with a unit, limits are not 0, and no
-    request is above its limit (Kubernetes would refuse the pod only at `pulumi up`)."""
+    """Memory and ephemeral storage are whole bytes with a unit (a bare number is always a
+    unit left out), limits are not 0, and no request is above its limit (Kubernetes would
+    refuse the pod only at `pulumi up`)."""
     for path, resources in _resources_sections(raw):
         if not isinstance(resources, dict):
             continue
@@ -554,11 +563,18 @@ def resources_make_sense(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
                             else "give whole bytes, e.g. '512Mi' or '2Gi'"
                         ),
                     )
-                elif 0 < value < MIN_BYTES:
-                    example = f"{text}Gi" if text.isdigit() else "20Gi"
+                elif str(text).strip().isdigit():
+                    # Kubernetes reads a bare number as bytes: 2000000 is 2 MB, which no
+                    # daemon runs in; a size without a unit is always a unit left out here.
                     yield SpecIssue(
                         key,
-                        f"{text!r} is {value:f} bytes, less than 1Mi: add a unit, e.g. '{example}'",
+                        f"{text!r} has no unit, and Kubernetes reads it as {value:f} bytes"
+                        f"{_bytes_in_words(value)}: add a unit, e.g. '{text}Mi' or '{text}Gi'",
+                    )
+                elif 0 < value < MIN_BYTES:
+                    yield SpecIssue(
+                        key,
+                        f"{text!r} is {value:f} bytes, less than 1Mi: add a unit, e.g. '20Gi'",
                     )
         for name in sorted(requests.keys() & limits.keys()):
             if requests[name] > limits[name]:
