@@ -511,6 +511,24 @@ def test_content_hash_ignores_insertion_order_and_replicas():
     assert content_hash(slurm_config_files(scaled)) == content_hash(base)
 
 
+def test_ten_thousand_nodes_render_the_same_slurm_conf_as_twelve():
+    """At one controller.maxNodeCount, a pool's size is not in any Slurm config file (the
+    README's claim); MaxNodeCount itself is, and must hold every node."""
+
+    def sized(replicas: int) -> dict[str, str]:
+        def change(raw: dict) -> None:
+            raw["controller"]["maxNodeCount"] = 10016
+            for pool in raw["workerPools"]:
+                pool["replicas"] = 0
+            raw["workerPools"][0]["replicas"] = replicas
+
+        return slurm_config_files(_with(PROD_GPU, change))
+
+    twelve, ten_thousand = sized(12), sized(10000)
+    assert ten_thousand == twelve
+    assert "MaxNodeCount=10016" in twelve["slurm.conf"]
+
+
 def test_content_hash_changes_when_and_only_when_a_file_changes():
     files = rendered_files(load_spec(copy.deepcopy(PROD_GPU)))
     digest = content_hash(files)
