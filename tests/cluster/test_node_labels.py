@@ -179,7 +179,23 @@ def test_placement_survives_a_controller_restart_and_a_replaced_pod_is_placed_ag
         FABRIC, ["leaf-a", "leaf-a", "leaf-b", "leaf-b"], "aabb", strict=True
     ):
         label(labels, node, switch=switch, zone=f"z-{zone}")
-    wait_for("every node idle", lambda: labels.all_idle(5), timeout=60)
+
+    def on_their_labels() -> bool:
+        if not labels.all_idle(5):
+            return False
+        if any(
+            f"k8s-zone-z-{z}" not in features(labels, n)
+            for n, z in zip(FABRIC, "aabb", strict=True)
+        ):
+            return False
+        if not _topology(labels):
+            return True
+        switches = _switches(labels)
+        return _hostnames(labels, switches["leaf-a"]["Nodes"]) == set(FABRIC[:2]) and (
+            _hostnames(labels, switches["leaf-b"]["Nodes"]) == set(FABRIC[2:])
+        )
+
+    wait_for("every node idle where its labels say", on_their_labels, timeout=60)
 
     def placed() -> dict[str, object]:
         found: dict[str, object] = {node: features(labels, node) for node in FABRIC}
