@@ -70,12 +70,7 @@ def _add_join_script(commands: "argparse._SubParsersAction[argparse.ArgumentPars
 
 def _join_script(args: argparse.Namespace) -> int:
     from slurm_stack.render.join_script import JoinError, render_join_script
-    from slurm_stack.spec import (
-        DB_PASSWORD_CONFIG_KEY,
-        LDAP_PASSWORD_CONFIG_KEY,
-        REGISTRY_AUTH_CONFIG_KEY,
-        load_spec,
-    )
+    from slurm_stack.spec import load_spec
     from slurm_stack.stackfile import load_stack_config
 
     loaded = _load_stack_file(args)
@@ -85,23 +80,13 @@ def _join_script(args: argparse.Namespace) -> int:
     try:
         text = sys.stdin.read() if str(args.outputs) == "-" else args.outputs.read_text()
         outputs = json.loads(text)
-        config = load_stack_config(path, project).config
-        spec = load_spec(
-            json.loads(config[f"{project}:cluster"]),
-            **{
-                flag: f"{project}:{key.split(':', 1)[1]}" in config
-                for flag, key in (
-                    ("db_password_provided", DB_PASSWORD_CONFIG_KEY),
-                    ("ldap_password_provided", LDAP_PASSWORD_CONFIG_KEY),
-                    ("registry_auth_provided", REGISTRY_AUTH_CONFIG_KEY),
-                )
-            },
-        )
+        stack = load_stack_config(path, project)
+        spec = load_spec(json.loads(stack.config[f"{project}:cluster"]), **stack.secrets_given())
+    except SpecError as error:  # a ValueError too: first
+        print(f"error: {path}: {error}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, KeyError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    except SpecError as error:
-        print(f"error: {path}: {error}", file=sys.stderr)
         return 2
     pools = [pool.name for pool in spec.outside_pools]
     pool = args.pool or (pools[0] if len(pools) == 1 else None)

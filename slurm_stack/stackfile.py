@@ -46,6 +46,18 @@ class StackConfig:
     config: dict[str, str]
     secret_keys: list[str]
 
+    def secrets_given(self) -> dict[str, bool]:
+        """Which secret config values the stack sets, as `load_spec` takes them."""
+
+        def given(config_key: str) -> bool:
+            return f"{self.project}:{config_key.split(':', 1)[1]}" in self.config
+
+        return {
+            "db_password_provided": given(DB_PASSWORD_CONFIG_KEY),
+            "ldap_password_provided": given(LDAP_PASSWORD_CONFIG_KEY),
+            "registry_auth_provided": given(REGISTRY_AUTH_CONFIG_KEY),
+        }
+
 
 @dataclass(frozen=True, order=True)
 class StackFileProblem:

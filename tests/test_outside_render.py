@@ -208,3 +208,20 @@ def test_the_declared_hosts_reach_the_config_jobs_sync() -> None:
     without = copy.deepcopy(CLUSTER)
     without.pop("externalNodes")
     assert "outside.json" not in slurm_config_files(load_spec(without))
+
+
+def test_the_cli_names_the_stack_file_of_a_bad_config(tmp_path: Path) -> None:
+    document = yaml.safe_load(STACK.read_text())
+    document["config"]["slurm-stack:cluster"]["externalNodes"]["addressRanges"] = []
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(yaml.safe_dump(document))
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(OUTPUTS))
+    refused = subprocess.run(
+        [sys.executable, "-m", "slurm_stack", "join-script", "--config", str(stack),
+         "--project-dir", str(ROOT), "--outputs", str(outputs)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert f"error: {stack}: invalid stack config" in refused.stderr
+    assert "slurm-stack:cluster.externalNodes.addressRanges" in refused.stderr

@@ -4,7 +4,8 @@ import pulumi
 from pulumi_kubernetes.core.v1 import Service
 
 from slurm_stack.components.kube import child_options, register
-from slurm_stack.k8s.outside import controller_outside_services, slurmctld_hosts
+from slurm_stack.k8s.outside import controller_outside_services
+from slurm_stack.naming import controller_pod_hosts
 from slurm_stack.spec.models import ClusterSpec
 
 
@@ -32,7 +33,7 @@ class OutsideAccess(pulumi.ComponentResource):
             register(Service, f"{name}-{i}", manifest, child_options(self))
             for i, manifest in enumerate(controller_outside_services(spec))
         ]
-        hosts = slurmctld_hosts(spec)
+        hosts = controller_pod_hosts(spec.name, spec.namespace, spec.controller.replicas)
         addresses = [service.status.apply(_load_balancer_address) for service in services]
         self.controllers = pulumi.Output.all(*addresses).apply(
             lambda found: [

@@ -58,8 +58,3 @@ def controller_outside_services(spec: ClusterSpec) -> list[Manifest]:
             }
         )
     return services
-
-
-def slurmctld_hosts(spec: ClusterSpec) -> list[tuple[str, str]]:
-    """(SlurmctldHost name, in-cluster address) of each controller, primary first."""
-    return naming.controller_pod_hosts(spec.name, spec.namespace, spec.controller.replicas)

@@ -24,6 +24,7 @@ import yaml
 
 from slurm_stack import naming
 from slurm_stack.k8s.accounting import db_password_secret
+from slurm_stack.k8s.outside import POD_NAME_LABEL
 from slurm_stack.k8s.rest_api import KEY_GENERATION_ANNOTATION
 from slurm_stack.offline import manifests, validate_manifests
 from slurm_stack.offline.engine import run_program
@@ -31,9 +32,6 @@ from slurm_stack.sandbox.plan import allocate_ips
 from slurm_stack.sandbox.render_cache import load_render, render_key, save_render
 from slurm_stack.sandbox.state import SandboxState, hold_ips
 from slurm_stack.spec import (
-    DB_PASSWORD_CONFIG_KEY,
-    LDAP_PASSWORD_CONFIG_KEY,
-    REGISTRY_AUTH_CONFIG_KEY,
     ClusterSpec,
     load_spec,
 )
@@ -94,10 +92,6 @@ def with_sandbox_user(cluster: dict[str, Any], public_key: str) -> dict[str, Any
     return {**cluster, "login": login}
 
 
-# The label by which a Service selects one pod of a StatefulSet.
-POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
-
-
 def load_balancer_stand_in(
     state: SandboxState, subnet: str
 ) -> Callable[[Mapping[str, Any]], str | None]:
@@ -134,15 +128,7 @@ def render_for_sandbox(
         raise SandboxStackError(f"{stack_file}: no {key} in the stack config")
     cluster = with_sandbox_user(json.loads(stack.config[key]), state.ssh_public_key())
 
-    def given(config_key: str) -> bool:
-        return f"{project}:{config_key.split(':', 1)[1]}" in stack.config
-
-    spec = load_spec(
-        cluster,
-        db_password_provided=given(DB_PASSWORD_CONFIG_KEY),
-        ldap_password_provided=given(LDAP_PASSWORD_CONFIG_KEY),
-        registry_auth_provided=given(REGISTRY_AUTH_CONFIG_KEY),
-    )
+    spec = load_spec(cluster, **stack.secrets_given())
     config = {**stack.config, key: json.dumps(cluster)}
     previous_outputs = state.load_outputs()
     kept_under = render_key(

@@ -95,3 +95,13 @@ def test_a_failure_is_reported_and_the_others_still_act() -> None:
     assert ["scontrol", "update", "NodeName=bm3", "State=DRAIN", f"Reason={REASON}"] in (
         scripted.commands
     )
+
+
+def test_the_program_and_the_pods_name_the_same_files() -> None:
+    from slurm_stack_healthchecks import outside_sync
+
+    from slurm_stack import naming, paths
+
+    assert naming.OUTSIDE_CONFIG_FILE == outside_sync.CONFIG_FILE
+    plugin = (Path(__file__).resolve().parents[2] / "chroot_plugin" / "spank_chroot.c").read_text()
+    assert f'#define HOST_ROOT_MARKER "{paths.OUTSIDE_HOST_ROOT_MARKER}"' in plugin
