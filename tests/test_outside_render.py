@@ -6,6 +6,7 @@ is tests/cluster/test_hybrid.py's."""
 import base64
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +226,33 @@ def test_the_cli_names_the_stack_file_of_a_bad_config(tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert f"error: {stack}: invalid stack config" in refused.stderr
     assert "slurm-stack:cluster.externalNodes.addressRanges" in refused.stderr
+
+
+def test_systemd_reads_the_slurmd_drop_in_without_a_word(tmp_path: Path) -> None:
+    """The drop-in under systemd (the sandbox's host runs none): systemd-analyze verify reads
+    it over a unit shaped like Debian's slurmd.service, and says nothing (an unknown or
+    misspelt key is only a warning there). The commands are swapped for /bin/true, which
+    exists here; systemd runs ExecStop before it signals the service (systemd.service(5))."""
+    import shutil
+
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed here")
+    script = render_join_script(load_spec(CLUSTER), "metal", OUTPUTS, None)
+    drop_in = script.split("<<SLURM_STACK_UNIT\n", 1)[1].split("\nSLURM_STACK_UNIT", 1)[0]
+    assert "ExecStop=/usr/lib/slurm-stack/leave" in drop_in
+    drop_in = drop_in.replace("\\$", "$")
+    for command in ("/usr/sbin/slurmd", "/usr/lib/slurm-stack/leave"):
+        drop_in = drop_in.replace(command, "/bin/true")
+    units = tmp_path
+    (units / "slurmd.service.d").mkdir()
+    (units / "slurmd.service.d" / "slurm-stack.conf").write_text(drop_in + "\n")
+    (units / "slurmd.service").write_text(
+        "[Unit]\nDescription=Slurm node daemon\nConditionPathExists=/etc/slurm/slurm.conf\n"
+        "[Service]\nType=notify\nEnvironmentFile=-/etc/default/slurmd\n"
+        "ExecStart=/bin/true -D -s $SLURMD_OPTIONS\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    verified = subprocess.run(
+        ["systemd-analyze", "verify", str(units / "slurmd.service")],
+        capture_output=True, text=True, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:"},
+    )  # fmt: skip
+    assert verified.returncode == 0 and verified.stderr == "", verified.stderr
