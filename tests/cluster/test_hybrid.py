@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
 
 STACK = Path(__file__).resolve().parent / "Pulumi.hybrid.yaml"
 ROOT = Path(__file__).resolve().parents[2]
-HOST = "bm1"
+HOSTS = ("bm1", "bm2")
+HOST = HOSTS[0]
 # Debian's release whose slurmd is the stack's Slurm (join_script.DEBIAN_RELEASES).
 DEBIAN_SUITES = {"26.05": "forky", "24.11": "trixie"}
 JOIN_SECONDS = 900  # apt-get installs slurmd and a compiler; the plugin builds
@@ -52,29 +54,35 @@ def hybrid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def host(hybrid: Cluster) -> Iterator[str]:
-    """bm1, joined: the join script's run inside the plain Debian container."""
+    """bm1 and bm2 joined, each by the join script run in a plain Debian container; bm1 is
+    the host the day-2 tests act on."""
     version = hybrid.sandbox.spec.slurm_version
     outside = hybrid.sandbox.outside()
-    directory = outside.directory(HOST)
-    directory.mkdir(parents=True, exist_ok=True)
-    join_script(hybrid, directory, "--show-secrets")
     # Plain Debian from Debian's mirror, as the project's images start from.
     made = subprocess.run(
         ["bash", str(ROOT / "images" / "debian-base.sh"), DEBIAN_SUITES[version]],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     image = made.stdout.strip()
-    outside.start(
-        HOST, image, slot=0, command=["sleep", "infinity"],
-        # Root on a real host holds every capability; podman's defaults lack two slurmstepd
-        # uses: pinning a task that already runs as its user to its CPUs (SYS_NICE) and
-        # raising its limits to the job's (SYS_RESOURCE), as the worker pods hold them.
-        podman_args=["--volume", f"{directory}:/join:ro",
-                     "--cap-add", "SYS_NICE", "--cap-add", "SYS_RESOURCE"],
-    )  # fmt: skip
-    joined = outside.exec(HOST, ["sh", "/join/join.sh"], timeout=JOIN_SECONDS)
-    assert joined.returncode == 0, joined.stdout + joined.stderr
-    assert f"node {HOST} joined cluster hybrid" in joined.stderr
+    for slot, name in enumerate(HOSTS):
+        directory = outside.directory(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        join_script(hybrid, directory, "--show-secrets")
+        outside.start(
+            name, image, slot=slot, command=["sleep", "infinity"],
+            # Root on a real host holds every capability; podman's defaults lack two that
+            # slurmstepd uses: pinning a task that already runs as its user to its CPUs
+            # (SYS_NICE) and raising its limits to the job's (SYS_RESOURCE), as worker pods do.
+            podman_args=["--volume", f"{directory}:/join:ro",
+                         "--cap-add", "SYS_NICE", "--cap-add", "SYS_RESOURCE"],
+        )  # fmt: skip
+    with ThreadPoolExecutor(len(HOSTS)) as pool:
+        runs = pool.map(
+            lambda name: outside.exec(name, ["sh", "/join/join.sh"], timeout=JOIN_SECONDS), HOSTS
+        )
+        for name, joined in zip(HOSTS, runs, strict=True):
+            assert joined.returncode == 0, joined.stdout + joined.stderr
+            assert f"node {name} joined cluster hybrid" in joined.stderr
     yield HOST
 
 
@@ -83,19 +91,20 @@ def sacct_state(cluster: Cluster, job: str) -> str:
     return out.strip().splitlines()[0] if out.strip() else ""
 
 
-def test_the_outside_host_joins_as_a_node_of_its_pool_with_its_features(
+def test_the_outside_hosts_join_as_nodes_of_their_pool_with_its_features(
     hybrid: Cluster, host: str
 ) -> None:
-    wait_for("bm1 idle", lambda: hybrid.node_states().get(host) == "idle", timeout=60)
-    assert hybrid.node_field(host, "AvailableFeatures") == "metal,bigmem"
-    assert hybrid.node_field(host, "CPUTot") == "1"
-    # Its address is the host's own (the outside slot), which slurmctld connects back to.
-    assert hybrid.node_field(host, "NodeAddr") == hybrid.sandbox.outside().address(0)
+    for slot, name in enumerate(HOSTS):
+        wait_for(f"{name} idle", lambda n=name: hybrid.node_states().get(n) == "idle", timeout=60)
+        assert hybrid.node_field(name, "AvailableFeatures") == "metal,bigmem"
+        assert hybrid.node_field(name, "CPUTot") == "1"
+        # Its address is the host's own (its outside slot), which slurmctld connects back to.
+        assert hybrid.node_field(name, "NodeAddr") == hybrid.sandbox.outside().address(slot)
 
 
-def test_srun_spans_two_worker_pods_and_the_outside_host(hybrid: Cluster, host: str) -> None:
-    out = hybrid.ok(hybrid.login("srun -N3 --ntasks-per-node=1 hostname | sort"))
-    assert out.split() == sorted(["hybrid-cpu-0", "hybrid-cpu-1", host])
+def test_srun_spans_two_worker_pods_and_the_outside_hosts(hybrid: Cluster, host: str) -> None:
+    out = hybrid.ok(hybrid.login("srun -N4 --ntasks-per-node=1 hostname | sort"))
+    assert out.split() == sorted(["hybrid-cpu-0", "hybrid-cpu-1", *HOSTS])
 
 
 def test_a_job_asking_for_the_hosts_feature_runs_there_on_the_hosts_own_filesystem(
@@ -103,17 +112,21 @@ def test_a_job_asking_for_the_hosts_feature_runs_there_on_the_hosts_own_filesyst
 ) -> None:
     # The marker exists on the host alone: the job ran on the host's root filesystem, as the
     # declared user (uid 2000, the stack's), not in the jail.
+    check = "test -e /etc/slurm-stack/jobs-on-host-root && [ $(id -u) = 2000 ] && hostname"
     job = hybrid.ok(
         hybrid.login(
-            "sbatch --parsable -C bigmem -o /tmp/host-%j.out "
-            "--wrap 'test -e /etc/slurm-stack/jobs-on-host-root && [ $(id -u) = 2000 ] && hostname'"
+            f"sbatch --parsable -N2 -C bigmem -o /tmp/host-%j.out --wrap \"srun sh -c '{check}'\""
         )
     ).strip()
     wait_for(f"job {job} in sacct", lambda: sacct_state(hybrid, job) == "COMPLETED", timeout=120)
-    node = hybrid.ok(hybrid.ctl(f"sacct -n -X -P -j {job} -o NodeList")).strip()
-    assert node == host
-    printed = hybrid.sandbox.outside().exec(host, ["cat", f"/tmp/host-{job}.out"])
-    assert printed.stdout.strip() == host
+    nodes = hybrid.ok(hybrid.ctl(f"sacct -n -X -P -j {job} -o NodeList")).strip()
+    assert nodes == "bm[1-2]"
+    # The output file is on the batch host's own filesystem: one of the two.
+    printed = [
+        hybrid.sandbox.outside().exec(name, ["cat", f"/tmp/host-{job}.out"]).stdout
+        for name in HOSTS
+    ]
+    assert sorted("".join(printed).split()) == list(HOSTS)
 
 
 def running_job_on(cluster: Cluster, host: str) -> str:
@@ -195,7 +208,9 @@ def test_a_host_taken_out_of_the_stack_while_its_slurmd_runs_is_deleted_and_refu
     # its node (idle: no job to wait for).
     hybrid.edit_stack(lambda c: c["externalNodes"]["pools"][0].update(hosts=["bm2"]))
     hybrid.sandbox.up()
-    wait_for("bm1 gone, the pods idle", lambda: hybrid.all_idle(2), timeout=120)
+    # bm1 gone; the pods and bm2, which the pool still declares, idle.
+    wait_for("bm1 gone, the rest idle", lambda: hybrid.all_idle(3), timeout=120)
+    assert set(hybrid.node_states()) == {"hybrid-cpu-0", "hybrid-cpu-1", "bm2"}
     assert hybrid.ctl(f"scontrol show node {host}").returncode != 0
     join_script(hybrid, directory, "--show-secrets")
     refused = hybrid.sandbox.outside().exec(host, ["sh", "/join/join.sh"], timeout=60)
