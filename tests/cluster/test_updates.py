@@ -9,6 +9,7 @@ from sacct; times are compared as epoch seconds (sacct's End, podman's StartedAt
 
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,13 @@ def template_hash(cluster: Cluster, pod: str) -> str:
     return cluster.ok(out).strip()
 
 
+def update_reason(cluster: Cluster) -> str:
+    """updates-cpu-0's drain reason when its pod stops for an update, else '' (also while
+    this apply replaces the controller pod, whose slurm.conf the change touches too)."""
+    reason = cluster.ctl("sinfo -h -n updates-cpu-0 -o '%E'").stdout.strip()
+    return reason if reason.startswith("k8s: pod updating") else ""
+
+
 def test_a_template_change_replaces_each_node_only_when_its_jobs_are_done(
     updates: Cluster,
 ) -> None:
@@ -85,12 +93,17 @@ def test_a_template_change_replaces_each_node_only_when_its_jobs_are_done(
     old_template = template_hash(cluster, "updates-cpu-0")
 
     set_pool(cluster, resources={"limits": {"cpu": "1", "memory": "600Mi"}})
-    report = cluster.sandbox.up(build=False)
+    with ThreadPoolExecutor(1) as pool:
+        applying = pool.submit(cluster.sandbox.up, build=False)
+        # While the busy node's stop waits for its job, sinfo says why it takes no new job.
+        reason = wait_for("updates-cpu-0 drained for the update", lambda: update_reason(cluster))
+        report = applying.result()
 
     assert set(NODES) <= set(report.created)
     [update_job] = [j for j in report.jobs_run if j.startswith("updates-pool-update-")]
     new_template = update_job.removeprefix("updates-pool-update-")
     assert new_template != old_template
+    assert reason == f"k8s: pod updating to template {new_template}", reason
     log = job_log(cluster.sandbox.state, update_job, "mark-pool-update").read_text()
     assert f"marked 2 node(s) of updates-cpu for pod template {new_template}" in log
     assert all(template_hash(cluster, pod) == new_template for pod in NODES)
