@@ -150,6 +150,10 @@ Everything Kubernetes does that podman does not is translated here, in one place
   same way where the container's main process is an unprivileged user with no other group,
   as that user: the same user, groups and (no) capabilities a `kubectl exec` would give;
   what stays different: the process is outside the container's cgroup and seccomp filter;
+- a container gets the capabilities its securityContext adds only where the host's own
+  bounding set holds them: this development machine's lacks CAP_SYS_RESOURCE, and podman
+  drops it without a word, so slurmd runs without it here (the real-Slurm tests compare a
+  process's capabilities with the render's, less what the host cannot grant);
 - PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
   nothing asks them (`kubectl drain` would);
 - NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on

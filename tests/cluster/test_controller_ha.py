@@ -50,6 +50,11 @@ def saved_since(cluster: Cluster, moment: float) -> bool:
     return bool(out) and float(out.replace(",", ".")) > moment
 
 
+# How long a backup handing control back may take to answer the primary, serving no client
+# meanwhile (`CONTROL_TIMEOUT` in Slurm's src/slurmctld/slurmctld.h).
+CONTROL_TIMEOUT_SECONDS = 30
+
+
 class SinfoWatch:
     """`sinfo` from the login node, again and again: the longest stretch without an answer."""
 
@@ -164,11 +169,12 @@ def test_losing_the_primary_hands_over_and_no_job_is_lost(ha: Cluster) -> None:
     # once the primary is back (docs/controller-ha.md).
     completed = sorted(f"{job}|COMPLETED" for job in jobs)
     wait_for("every job COMPLETED in sacct", lambda: fates() == completed, timeout=120)
-    # sinfo kept answering, with a gap while each controller took over (measured by
-    # benchmarks/controller_failover.py, not asserted as speed here).
+    # sinfo kept answering, with a gap while each controller took over: about 15 s for the
+    # takeover, and for the handback up to the backup's CONTROL_TIMEOUT (README, measured
+    # 28-30 s); the bound allows 10 s more for sinfo's own call on a busy machine.
     print(f"longest sinfo gap: {watch.longest_gap:.1f} s over {watch.answers} answers")
     assert watch.answers > 0
-    assert watch.longest_gap < 90
+    assert watch.longest_gap < CONTROL_TIMEOUT_SECONDS + 10, watch.longest_gap
 
     job = ha.ok(ha.login("sbatch --parsable -N2 -o /dev/null --wrap 'srun true'")).strip()
     wait_for(f"job {job} ended", lambda: job_state(ha, job) == "COMPLETED", timeout=60)
