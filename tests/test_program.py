@@ -90,6 +90,23 @@ def test_only_user_data_is_protected(dev_run: ProgramRun) -> None:
         assert resource.retain_on_delete == resource.protect, resource.urn
 
 
+def test_the_accounting_archive_volume_is_protected_and_kept_on_delete() -> None:
+    def archive(config: dict) -> None:
+        config["accounting"]["purge"] = {"jobsAfter": "12months", "archive": True}
+
+    protected = {
+        r.inputs["metadata"]["name"]: r.retain_on_delete
+        for r in _run_with(archive).resources
+        if r.protect
+    }
+    assert protected == {
+        "dev-controller-state": True,
+        "dev-jail": True,
+        "dev-mariadb-data": True,
+        "dev-accounting-archive": True,
+    }
+
+
 def test_ordering_through_depends_on(dev_run: ProgramRun) -> None:
     def urn(kind: str, name: str) -> str:
         return by_name(dev_run, kind, name).urn
