@@ -43,6 +43,17 @@ def test_generated_secrets_keep_their_first_value_rendered_ones_follow_the_confi
     assert state.stat().st_mode & 0o777 == 0o600
 
 
+def test_a_generated_secret_dropped_and_declared_again_is_new(tmp_path: Path) -> None:
+    """As `pulumi up` deletes a random resource the program no longer declares and creates a
+    new one when it comes back (the REST API's key, turned off and on)."""
+    state = tmp_path / "secrets.json"
+    keep_secrets([secret("c-munge-key", "auth", "k1"), secret("c-jwt", "rest", "j1")], state)
+    without = keep_secrets([secret("c-munge-key", "auth", "k2")], state)
+    assert data(without, "c-munge-key") == "k1"
+    back = keep_secrets([secret("c-munge-key", "auth", "k3"), secret("c-jwt", "rest", "j3")], state)
+    assert (data(back, "c-munge-key"), data(back, "c-jwt")) == ("k1", "j3")
+
+
 def test_the_cluster_name_follows_the_stack_file_as_it_is_edited(tmp_path: Path) -> None:
     stack_file = tmp_path / "Pulumi.dev.yaml"
     for name in ("alpha", "bravo", "alpha"):  # the same length: only the content tells them
@@ -149,3 +160,38 @@ def test_an_external_databases_password_follows_the_config_a_generated_one_is_ke
     keep_secrets([secret("c-db-password", "accounting", "one")], generated)
     kept = keep_secrets([secret("c-db-password", "accounting", "two")], generated)
     assert data(kept, "c-db-password") == "one"
+
+
+def test_a_sandbox_draws_its_own_random_values_and_keeps_them_while_declared(
+    tmp_path: Path,
+) -> None:
+    """As the random provider does: each deployment's values are its own, and a value stays
+    while the program declares its resource; a resource no longer declared loses its salt."""
+    import json
+
+    import yaml
+
+    from slurm_stack.offline.engine import run_program
+    from slurm_stack.program import run
+    from slurm_stack.sandbox.stack import RandomSalts
+    from tests.conftest import DEV_STACK
+
+    config = yaml.safe_load(DEV_STACK.read_text())["config"]["slurm-stack:cluster"]
+
+    def random_values(salts: RandomSalts) -> dict[str, object]:
+        result = run_program(
+            run, config={"slurm-stack:cluster": json.dumps(config)}, random_salt=salts
+        )
+        salts.save()
+        return {r.urn: r.outputs for r in result.resources if r.type.startswith("random:")}
+
+    first = random_values(RandomSalts(tmp_path / "one.json"))
+    assert first and random_values(RandomSalts(tmp_path / "one.json")) == first
+    other = random_values(RandomSalts(tmp_path / "two.json"))
+    assert other.keys() == first.keys()
+    assert all(other[urn] != first[urn] for urn in first)
+
+    kept = tmp_path / "one.json"
+    kept.write_text(json.dumps({**json.loads(kept.read_text()), "urn:gone": "x"}))
+    random_values(RandomSalts(kept))
+    assert set(json.loads(kept.read_text())) == set(first)

@@ -27,7 +27,7 @@ from pulumi.runtime.mocks import MockMonitor, MockSettings
 from pulumi.runtime.proto import engine_pb2, resource_pb2
 from pulumi.runtime.stack import run_in_stack
 
-from slurm_stack.offline.mocks import LoadBalancerAddress, OfflineMocks, mock_state
+from slurm_stack.offline.mocks import LoadBalancerAddress, OfflineMocks, RandomSalt, mock_state
 
 # Stands in for values that are unknown during a preview.
 UNKNOWN = "<unknown>"
@@ -165,9 +165,11 @@ class _RecordingMonitor(MockMonitor):
         self,
         previous_outputs: Mapping[str, Any] | None = None,
         balancer: LoadBalancerAddress | None = None,
+        random_salt: RandomSalt | None = None,
     ) -> None:
         super().__init__(OfflineMocks(previous_outputs))
         self.balancer = balancer
+        self.random_salt = random_salt
         self.lock = threading.Lock()
         self.records: dict[str, RecordedResource] = {}
         self.registered_outputs: dict[str, tuple[dict[str, Any], frozenset[str]]] = {}
@@ -206,7 +208,9 @@ class _RecordingMonitor(MockMonitor):
         inputs, secret_paths = decode_struct(request.object)
         id_, outputs, secret_outputs = "", {}, frozenset[str]()
         if request.custom:
-            id_, outputs = mock_state(request.type, request.name, urn, inputs, self.balancer)
+            salted = self.random_salt is not None and request.type.startswith("random:")
+            salt = self.random_salt(urn) if self.random_salt and salted else ""
+            id_, outputs = mock_state(request.type, request.name, urn, inputs, self.balancer, salt)
             # As the engine does: declared secret outputs, and outputs whose input was secret.
             secret_inputs = {_top(path) for path in secret_paths}
             secret_outputs = frozenset(
@@ -299,6 +303,7 @@ def run_program(
     preview: bool = False,
     previous_outputs: Mapping[str, Any] | None = None,
     load_balancer_address: LoadBalancerAddress | None = None,
+    random_salt: RandomSalt | None = None,
 ) -> ProgramRun:
     """Run `program` under the mock engine and return what it registered, fully settled.
 
@@ -307,11 +312,12 @@ def run_program(
     objects to `pulumi.Config`. `secret_keys` names the secret ones. `previous_outputs` are
     the stack's outputs from its last update (what the program reads back about itself).
     `load_balancer_address` stands in for the cloud that gives LoadBalancer Services their
-    address (the sandbox's: the address of the pod a Service selects).
+    address (the sandbox's: the address of the pod a Service selects); `random_salt` salts
+    each `random:` resource's value (the sandbox's: new for each resource it creates).
     Raises the program's own exception if it fails, and `OfflineEngineError` for problems the
     engine would reject (duplicate URNs) or mocks that failed.
     """
-    monitor = _RecordingMonitor(previous_outputs, load_balancer_address)
+    monitor = _RecordingMonitor(previous_outputs, load_balancer_address, random_salt)
     engine = _RecordingEngine()
     failure: list[BaseException] = []
 

@@ -174,20 +174,28 @@ _COMPUTED: dict[str, Callable[[str, str, Outputs], Outputs]] = {
 }
 
 
+RandomSalt = Callable[[str], str]
+"""A salt for a `random:` resource's value, by URN: where the values must differ from one
+deployment to the next (the sandbox's), as the random provider's do; none: derived from the
+URN alone, the same on every run (goldens)."""
+
+
 def mock_state(
     type_: str,
     name: str,
     urn: str,
     inputs: Outputs,
     balancer: LoadBalancerAddress | None = None,
+    salt: str = "",
 ) -> tuple[str, Outputs]:
     """The (id, outputs) a provider would return for creating a custom resource; a
-    LoadBalancer Service's address comes from ``balancer`` where it gives one."""
+    LoadBalancer Service's address comes from ``balancer`` where it gives one; a computed
+    value derives from the URN and ``salt``."""
     if kubernetes_kind(type_):
         return _kubernetes(type_, name, urn, inputs, balancer)
     state = copy.deepcopy(inputs)
     if type_ in _COMPUTED:
-        state |= _COMPUTED[type_](name, urn, inputs)
+        state |= _COMPUTED[type_](name, f"{urn}\0{salt}" if salt else urn, inputs)
     if type_.startswith("pulumi:providers:"):
         return _derived_uuid(urn, "id"), state
     if type_ == "tls:index/privateKey:PrivateKey":

@@ -15,6 +15,8 @@ import functools
 import hashlib
 import json
 import os
+import secrets
+import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +144,7 @@ def render_for_sandbox(
     if kept is not None:
         documents, outputs = kept
     else:
+        salts = RandomSalts(state.random_salts_file)
         result = run_program(
             run,
             project=project,
@@ -150,7 +153,9 @@ def render_for_sandbox(
             secret_keys=stack.secret_keys,
             previous_outputs=previous_outputs,
             load_balancer_address=load_balancer_stand_in(state, subnet) if subnet else None,
+            random_salt=salts,
         )
+        salts.save()
         documents, outputs = manifests(result.resources), dict(result.outputs)
         known_valid = state.load_valid_manifests()
         problems = validate_manifests(documents, unknown_kinds="skip", known_valid=known_valid)
@@ -160,6 +165,31 @@ def render_for_sandbox(
         save_render(state.render_file, kept_under, documents, outputs)
     rendered = config_rendered_secrets(spec)
     return SandboxStack(spec, keep_secrets(documents, state.secrets_file, rendered), outputs)
+
+
+class RandomSalts:
+    """The sandbox's random provider: a salt per `random:` resource (the mock engine derives
+    its value from its URN and the salt), new when the resource is created, kept while the
+    program declares it, forgotten when it no longer does, as `pulumi up` deletes it: a
+    resource declared again (the REST API's key, turned off and on) has a new value."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.recorded: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+        self.used: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, urn: str) -> str:
+        with self.lock:
+            salt = self.used[urn] = self.recorded.get(urn) or secrets.token_hex(16)
+            return salt
+
+    def save(self) -> None:
+        """Keep the salts of the resources the last run declared, and only those."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.used, handle, indent=2, sort_keys=True)
 
 
 # Secrets rendered from the stack config (and its secret values) rather than generated:
@@ -185,8 +215,11 @@ def keep_secrets(
     """Generated Secrets get the data they had at the first apply; new ones are recorded.
     Those ``rendered`` names and those of `RENDERED_SECRET_COMPONENTS`, rendered from the
     stack config, take the data they are rendered with. A Secret with a new generation
-    annotation (the JWT key's) holds a new value: the program replaced what generates it."""
-    kept: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
+    annotation (the JWT key's) holds a new value: the program replaced what generates it.
+    One the render no longer has is forgotten, as `pulumi up` deletes a random resource the
+    program stopped declaring: declared again (the REST API turned off and on), it is new."""
+    recorded: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
+    kept: dict[str, dict[str, str]] = {}
     out = []
     for document in documents:
         if document["kind"] == "Secret":
@@ -198,7 +231,7 @@ def keep_secrets(
                 annotations = document["metadata"].get("annotations", {})
                 if (generation := annotations.get(KEY_GENERATION_ANNOTATION)) is not None:
                     name = f"{name}@{generation}"
-                data = kept.setdefault(name, _base64_data(document))
+                data = kept[name] = recorded.get(name) or _base64_data(document)
             document = {**document, "data": data}
             document.pop("stringData", None)
         out.append(document)

@@ -75,6 +75,11 @@ class SandboxState:
         return self.root / "secrets.json"
 
     @property
+    def random_salts_file(self) -> Path:
+        """Each `random:` resource's salt (`stack.RandomSalts`)."""
+        return self.root / "random-salts.json"
+
+    @property
     def outputs_file(self) -> Path:
         """The stack outputs of the last `up`, which the program reads back as Pulumi's state
         gives them (its deployed slurmVersion)."""

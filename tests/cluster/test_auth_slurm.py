@@ -13,13 +13,19 @@ import pytest
 import yaml
 
 from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down, wait_for
-from tests.cluster.test_rest_api import curl, latest
+from tests.cluster.test_rest_api import REFUSED_TOKEN, curl, latest
 
 KEY_VOLUMES = ("auth-key", "slurm-key")
 
 
+# Slurm's own auth and the REST API's versions differ by major: every test runs on both.
+pytestmark = pytest.mark.both_majors
+
+
 @pytest.fixture(scope="module")
-def slurm_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def slurm_auth(
+    tmp_path_factory: pytest.TempPathFactory, slurm_version: str | None
+) -> Iterator[Cluster]:
     document = yaml.safe_load(STACK.read_text())
     config = document["config"]["slurm-stack:cluster"]
     config.update(name="authslurm", namespace="slurm-authslurm", auth="slurm")
@@ -28,7 +34,7 @@ def slurm_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     config["healthChecks"] = {"quick": {"intervalSeconds": 10}, "nccl": {"enabled": False}}
     del config["jail"]["submounts"]
     del config["restApi"]  # turned on later, on the running cluster
-    cluster = boot_stack(document, tmp_path_factory.mktemp("authslurm"), 2)
+    cluster = boot_stack(document, tmp_path_factory.mktemp("authslurm"), 2, version=slurm_version)
     yield cluster
     tear_down(cluster)
 
@@ -96,3 +102,23 @@ def test_the_rest_api_turned_on_later_takes_tokens_and_spares_running_jobs(
     status, accounts = curl(slurm_auth, f"/slurmdb/{latest(slurm_auth)}/accounts")
     assert status == 200 and accounts["errors"] == [], accounts
     assert slurm_auth.wait_job(running) == "COMPLETED"
+
+
+def test_the_rest_api_turned_off_and_on_again_has_a_new_key(slurm_auth: Cluster) -> None:
+    """Turning the API off deletes its key (a `pulumi_random` resource and its Secret); on
+    again, the key is a new one and a token signed before is refused."""
+    slurm_auth.edit_stack(lambda c: c.update(restApi={"enabled": True}))
+    slurm_auth.sandbox.up(build=False)  # on already if the test above ran
+    diag = f"/slurm/{latest(slurm_auth)}/diag"
+    wait_for("the API to answer", lambda: curl(slurm_auth, diag)[0] == 200, timeout=60)
+    old = slurm_auth.ok(slurm_auth.login("scontrol token lifespan=3600")).strip().split("=", 1)[1]
+    assert curl(slurm_auth, diag, token=old)[0] == 200
+
+    slurm_auth.edit_stack(lambda c: c.update(restApi={"enabled": False}))
+    report = slurm_auth.sandbox.up(build=False)
+    assert f"{slurm_auth.name}-rest-0" in report.removed
+    slurm_auth.edit_stack(lambda c: c.update(restApi={"enabled": True}))
+    slurm_auth.sandbox.up(build=False)
+
+    wait_for("the API to answer a new token", lambda: curl(slurm_auth, diag)[0] == 200, timeout=60)
+    assert curl(slurm_auth, diag, token=old)[0] == REFUSED_TOKEN
