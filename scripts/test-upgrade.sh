@@ -1,7 +1,7 @@
 #!/bin/bash
-# The Slurm 24.11 -> 26.05 upgrade on real Slurm (tests/cluster/test_upgrade.py). Not part of
-# .ci/run: it needs both image sets, which this builds first when their inputs changed (about
-# 2 minutes each), then boots and upgrades a cluster (about 3 minutes); -s shows the
+# The Slurm 24.11 -> 26.05 upgrade on real Slurm (tests/cluster/test_upgrade.py) alone; .ci/run
+# runs it too. It needs both image sets, which this builds first when their inputs changed
+# (about 2 minutes each), then boots and upgrades a cluster (about 3 minutes); -s shows the
 # sandbox's progress and the upgrade's `upgrade_up_seconds` line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +10,4 @@ from slurm_stack.sandbox.images import ensure_images
 for version in ('24.11', '26.05'):
     print(f'images {version}:', 'built' if ensure_images(version, quiet=True) else 'up to date', flush=True)
 "
-SLURM_STACK_UPGRADE_TEST=1 exec .venv/bin/python -m pytest -v -s -p no:cacheprovider tests/cluster/test_upgrade.py "$@"
+exec .venv/bin/python -m pytest -v -s -p no:cacheprovider tests/cluster/test_upgrade.py "$@"

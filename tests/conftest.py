@@ -1,5 +1,7 @@
 """Shared fixtures: the stack programs run once per session under the mock engine."""
 
+import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -36,6 +38,10 @@ def _say(config: pytest.Config, message: str) -> None:
         print(f"\n[real Slurm] {message}", file=sys.stderr, flush=True)
 
 
+# The tier's fixtures that take no time: not reported.
+QUICK = ("slurm_version",)
+
+
 class _FixtureTimes:
     """The real-Slurm tier's module and session fixtures (the test stacks' boots among them,
     each named after its stack) as they start, are ready and are torn down, with the time
@@ -48,7 +54,7 @@ class _FixtureTimes:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def,type-arg]
         real_slurm = fixturedef.baseid.startswith("tests/cluster")
-        if fixturedef.scope == "function" or not real_slurm:
+        if fixturedef.scope == "function" or not real_slurm or fixturedef.argname in QUICK:
             yield
             return
         _say(request.config, f"fixture {fixturedef.argname}: setting up")
@@ -76,34 +82,45 @@ class _FixtureTimes:
 
 
 REAL_SLURM_TIER = "tests/cluster/"
-# Real-Slurm files whose stacks are module fixtures of their own (no session fixture: not the
-# itest `cluster`, not the registries): one worker runs them, in order, while the other runs
-# the rest of the tier, each beside its share of the other tests. The two halves take about
-# as long (the tier mostly waits on Slurm). Two stacks that run at once need sandbox
-# subnets of their own (tests/test_suite_scheduling.py checks the names).
+# The real-Slurm tier in three shares, each run in order by one worker while the others run
+# theirs, each beside its share of the other tests; they take about as long (the tier mostly
+# waits on Slurm). Two stacks that run at once need sandbox subnets of their own
+# (tests/test_suite_scheduling.py checks the names). Files whose stacks are module fixtures
+# of their own (no session fixture: not the itest `cluster`, not the registries):
 BESIDE_THE_TIER = (
-    "test_cgroups.py",
     "test_controller_ha.py",
     "test_directory.py",
-    "test_drain.py",
     "test_elastic.py",
     "test_external_database.py",
+    "test_updates.py",
+    "test_upgrade.py",
+)
+# The version matrix (tests/cluster/conftest.py): files whose tests also run at Slurm 24.11.
+# A file's two versions boot the same stack names, so one worker runs both, one after the
+# other. test_cgroups.py rides along: its stack's subnet is drain's.
+VERSION_MATRIX_SHARE = (
+    "test_auth_slurm.py",
+    "test_drain.py",
+    "test_site_scripts.py",
+    "test_cgroups.py",
 )
 
 
 class RealSlurmTierTogether(LoadScopeScheduling):
-    """xdist's scheduling for scripts/test.sh (`-n 2`): the real-Slurm tier in two halves,
-    each run in order by one worker (its stacks being module and session fixtures booted one
-    at a time), the other tests shared file by file: a file's module fixtures (a podman
-    network of a fixed name, a plugin built in the tree) exist once. (xdist's own
-    `xdist_group` marks do not group on pytest 9.2, whose node IDs no longer read the suffix
-    xdist adds.)"""
+    """xdist's scheduling for scripts/test.sh (`-n 3`): the real-Slurm tier in three shares
+    (`main`, `beside`, `version-matrix`), each run in order by one worker (its stacks being
+    module and session fixtures booted one at a time), the other tests shared file by file: a
+    file's module fixtures (a podman network of a fixed name, a plugin built in the tree)
+    exist once. (xdist's own `xdist_group` marks do not group on pytest 9.2, whose node IDs
+    no longer read the suffix xdist adds.)"""
 
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
         if nodeid.startswith(REAL_SLURM_TIER):
-            beside = path.removeprefix(REAL_SLURM_TIER) in BESIDE_THE_TIER
-            return f"{REAL_SLURM_TIER}{'beside' if beside else 'main'}"
+            name = path.removeprefix(REAL_SLURM_TIER)
+            if name in VERSION_MATRIX_SHARE:
+                return f"{REAL_SLURM_TIER}version-matrix"
+            return f"{REAL_SLURM_TIER}{'beside' if name in BESIDE_THE_TIER else 'main'}"
         return path
 
 
@@ -114,10 +131,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> RealSlu
 _IN_XDIST_WORKER = False
 
 
+# The real-Slurm tier runs its modules in a random order (tests/cluster/conftest.py), from
+# this seed: drawn once per run unless given.
+ORDER_SEED_VARIABLE = "SLURM_STACK_TEST_ORDER_SEED"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     global _IN_XDIST_WORKER
     _IN_XDIST_WORKER = hasattr(config, "workerinput")
     config.pluginmanager.register(_FixtureTimes(), "slurm-stack-fixture-times")
+    # Drawn where the run starts: xdist's workers inherit it, so each collects the same order.
+    if not _IN_XDIST_WORKER and not os.environ.get(ORDER_SEED_VARIABLE):
+        os.environ[ORDER_SEED_VARIABLE] = str(random.randrange(10_000))
+
+
+def pytest_report_header() -> str:
+    seed = os.environ.get(ORDER_SEED_VARIABLE)
+    return f"real-Slurm modules in a random order: {ORDER_SEED_VARIABLE}={seed} repeats it"
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -89,3 +89,16 @@ def test_the_pod_security_table_has_every_component_at_its_level() -> None:
     for component, name in POD_SECURITY_NAMES.items():
         (row,) = [r for r in rows if name in r.split("|")[1]]
         assert "| " + EXPECTED[component][0] in row, (component, row)
+
+
+def test_the_tests_paragraph_names_each_share_of_the_real_slurm_tier() -> None:
+    from tests.conftest import BESIDE_THE_TIER, VERSION_MATRIX_SHARE
+
+    paragraph = README[README.index("`bash scripts/test.sh` builds the images") :]
+    paragraph = " ".join(paragraph.split("\n\n", 1)[0].split())
+    beside, matrix = paragraph.split("the version matrix", 1)
+    assert set(re.findall(r"`(test_\w+\.py)`", beside)) == set(BESIDE_THE_TIER)
+    assert set(re.findall(r"`(test_\w+\.py)`", matrix)) == set(VERSION_MATRIX_SHARE)
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "test.sh").read_text()
+    [workers] = re.findall(r"set -- -n (\d)", script)
+    assert f"pytest in {['', 'one', 'two', 'three', 'four'][int(workers)]} workers" in paragraph

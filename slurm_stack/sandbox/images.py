@@ -1,5 +1,6 @@
 """The project's images for a sandbox: built with `images/build.sh` when their inputs change."""
 
+import fcntl
 import hashlib
 import subprocess
 from pathlib import Path
@@ -25,8 +26,17 @@ def inputs_digest(root: Path = ROOT) -> str:
 
 def ensure_images(slurm_version: str, *, force: bool = False, quiet: bool = False) -> bool:
     """Build the images for ``slurm_version`` unless a build of the same inputs is stamped and
-    its images still exist; returns whether it built."""
+    its images still exist; returns whether it built. One build per version at a time: a
+    second caller (the suite builds 24.11's images beside its first tests) waits for the
+    first and then finds them built."""
     suite = DEBIAN_SUITE[slurm_version]  # type: ignore[index]
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with (CACHE_DIR / f"images-{suite}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_unless_stamped(slurm_version, suite, force=force, quiet=quiet)
+
+
+def _build_unless_stamped(slurm_version: str, suite: str, *, force: bool, quiet: bool) -> bool:
     stamp = CACHE_DIR / f"images-{suite}-{inputs_digest()}.built"
     if stamp.exists() and not force and _images_exist(slurm_version):
         return False
@@ -35,7 +45,6 @@ def ensure_images(slurm_version: str, *, force: bool = False, quiet: bool = Fals
         check=True,
         stdout=subprocess.DEVNULL if quiet else None,
     )
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
     for old in CACHE_DIR.glob(f"images-{suite}-*.built"):
         old.unlink()
     stamp.touch()

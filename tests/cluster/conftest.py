@@ -7,6 +7,7 @@ from `images/` and started from the rendered manifests. They need root and podma
 
 import contextlib
 import os
+import random
 import shutil
 import subprocess
 import time
@@ -19,6 +20,7 @@ import yaml
 
 from slurm_stack.sandbox.session import Sandbox
 from tests.cluster.registry import running_registries
+from tests.conftest import ORDER_SEED_VARIABLE
 
 HERE = Path(__file__).resolve().parent
 STACK = HERE / "Pulumi.itest.yaml"
@@ -26,10 +28,59 @@ SANDBOX_STATE = Path("/var/lib/slurm-stack/test-sandbox")
 T = TypeVar("T")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+VERSION_VARIABLE = "SLURM_STACK_TEST_SLURM_VERSION"
+# The suite's version matrix: a module whose stack fixture takes `slurm_version` runs at the
+# default major, and its tests marked `both_majors` run again at the other one, on a stack of
+# that version (unless VERSION_VARIABLE names one version for everything).
+DEFAULT_MAJOR, OTHER_MAJOR = "26.05", "24.11"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "slurm_version" in metafunc.fixturenames and not os.environ.get(VERSION_VARIABLE):
+        metafunc.parametrize(
+            "slurm_version", [DEFAULT_MAJOR, OTHER_MAJOR], indirect=True, scope="module"
+        )
+
+
+@pytest.fixture(scope="module")
+def slurm_version(request: pytest.FixtureRequest) -> str | None:
+    """The Slurm major a module's stack boots at: the matrix's parameter, else
+    VERSION_VARIABLE's (None: the stack file's own)."""
+    return getattr(request, "param", None) or os.environ.get(VERSION_VARIABLE)
+
+
+def at_other_major(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("slurm_version") == OTHER_MAJOR
+
+
+def in_random_module_order(items: list[pytest.Item], seed: int) -> list[pytest.Item]:
+    """The tier's modules shuffled (each module's tests in their own order), so that a test
+    that passes only after another module's tests fails some day; the rest as they were."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(Path(str(item.fspath)), []).append(item)
+    tier = [path for path in modules if HERE in path.parents]
+    shuffled = iter(random.Random(seed).sample(tier, len(tier)))
+    order = [next(shuffled) if HERE in path.parents else path for path in modules]
+    return [item for path in order for item in modules[path]]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tier's tests `cluster`, in a random module order; drop the matrix's
+    other-major runs of the tests whose behaviour does not depend on the version (not
+    marked `both_majors`)."""
+    kept, dropped = [], []
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.cluster)
+        if at_other_major(item) and item.get_closest_marker("both_majors") is None:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = in_random_module_order(kept, int(os.environ.get(ORDER_SEED_VARIABLE, "0")))
 
 
 def wait_for(what: str, probe: Callable[[], T], timeout: float = 60, every: float = 0.5) -> T:
@@ -161,18 +212,19 @@ def boot_stack(
     expected_nodes: int,
     before_up: Callable[[Sandbox], object] | None = None,
     settled: Callable[["Cluster"], bool] | None = None,
+    version: str | None = None,
 ) -> Cluster:
     """Write ``document`` as a stack file in ``directory`` and boot it in a fresh sandbox
-    (the Slurm version from SLURM_STACK_TEST_SLURM_VERSION when set); wait for its nodes
-    (``settled``, else all ``expected_nodes`` idle). ``before_up`` runs once the old sandbox
-    is gone, before the first `up`."""
+    (at Slurm ``version``, else VERSION_VARIABLE's when set, else the document's); wait for
+    its nodes (``settled``, else all ``expected_nodes`` idle). ``before_up`` runs once the old
+    sandbox is gone, before the first `up`."""
     if os.geteuid() != 0:
         pytest.skip("the real-Slurm tests run podman as root")
     if shutil.which("podman") is None and os.environ.get("CI") != "true":
         pytest.skip("podman is not installed: run `bash scripts/setup-podman.sh` first")
     cluster_config = document["config"]["slurm-stack:cluster"]
-    version = os.environ.get("SLURM_STACK_TEST_SLURM_VERSION")
-    if version:  # the other supported major: `SLURM_STACK_TEST_SLURM_VERSION=24.11`
+    version = version or os.environ.get(VERSION_VARIABLE)
+    if version:
         cluster_config["slurmVersion"] = version
         if version == "24.11":  # slurmctld serves no metrics before 25.11: the exporter alone
             cluster_config.get("controller", {}).pop("metrics", None)
@@ -204,12 +256,19 @@ def tear_down(cluster: Cluster) -> None:
 
 
 def running_stack(
-    stack_file: Path, factory: pytest.TempPathFactory, expected_nodes: int
+    stack_file: Path,
+    factory: pytest.TempPathFactory,
+    expected_nodes: int,
+    version: str | None = None,
 ) -> Iterator[Cluster]:
-    """A fixture's body: ``stack_file`` booted as it is, then torn down with its data."""
+    """A fixture's body: ``stack_file`` booted as it is (at ``version`` if given), then torn
+    down with its data."""
     document = yaml.safe_load(stack_file.read_text())
     cluster = boot_stack(
-        document, factory.mktemp(stack_file.stem.removeprefix("Pulumi.")), expected_nodes
+        document,
+        factory.mktemp(stack_file.stem.removeprefix("Pulumi.")),
+        expected_nodes,
+        version=version,
     )
     yield cluster
     tear_down(cluster)

@@ -3,7 +3,9 @@
 Booted from `Pulumi.drain.yaml`: one pool per drain policy. Every job's fate is read from
 sacct (state, exit code, node, requeues, our AdminComment), polling with a bounded wait.
 Slurm 26.05 lets a requeued job start again after 10 s (`requeue_delay`); 24.11 holds it for
-120 s, so the waits below allow for that.
+120 s, so the waits below allow for that. A scale-down's requeue, the cancel and wait
+policies and a scale to zero also run on 24.11 (`both_majors`, tests/cluster/conftest.py):
+the hook reads that version's answers, and its requeued jobs wait out its hold.
 """
 
 import re
@@ -28,8 +30,8 @@ FIRST_RUN_ONLY = '[ -n "$SLURM_RESTART_COUNT" ] ||'
 
 
 @pytest.fixture(scope="module")
-def drain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from running_stack(STACK, tmp_path_factory, 5)
+def drain(tmp_path_factory: pytest.TempPathFactory, slurm_version: str | None) -> Iterator[Cluster]:
+    yield from running_stack(STACK, tmp_path_factory, 5, slurm_version)
 
 
 def submit(cluster: Cluster, options: str) -> str:
@@ -113,6 +115,7 @@ def test_a_job_that_ends_while_accounting_restarts_is_in_sacct(drain: Cluster) -
     assert final(drain, job).startswith("COMPLETED|0:0|drain-cpu-")
 
 
+@pytest.mark.both_majors
 def test_scale_down_requeues_what_outlasts_the_wait_and_starts_nothing_new_there(
     drain: Cluster,
 ) -> None:
@@ -154,6 +157,7 @@ def test_scale_down_requeues_what_outlasts_the_wait_and_starts_nothing_new_there
     assert sorted(out.split()) == ["drain-cpu-0", "drain-cpu-1"]
 
 
+@pytest.mark.both_majors
 def test_cancel_policy_cancels_with_a_reason_and_wait_policy_waits(drain: Cluster) -> None:
     cancelled = submit(drain, "-p hold --requeue --wrap 'sleep 300'")
     waited = submit(drain, "-p keep --wrap 'sleep 25'")
@@ -173,6 +177,54 @@ def test_cancel_policy_cancels_with_a_reason_and_wait_policy_waits(drain: Cluste
     assert time.monotonic() - started >= 20
     for node in ("drain-hold-0", "drain-keep-0"):
         wait_for(f"{node} gone", lambda node=node: gone(drain, node), 30)
+
+
+# Longer than two of Slurm's client calls to a stopped slurmctld (each retries for
+# MessageTimeout, 10 s, before it fails).
+SLURMCTLD_STOPPED_SECONDS = 30
+
+
+def test_slurmctld_stopped_while_a_stop_waits_is_not_taken_for_no_jobs(drain: Cluster) -> None:
+    """The keep pool's stop waits as long as its jobs run (`wait`), asking slurmctld every
+    2 s. slurmctld is stopped (as in a controller restart) for 30 s of that wait: each of
+    those questions fails, and none may read as "no jobs left", or the pod would stop and
+    take the job with it. The job runs to its end on its node, and only then does the pod go."""
+    scaled_up = "drain-keep-0" not in drain.node_states()  # another test scaled it to zero
+    if scaled_up:
+        scale(drain, keep=1)
+        wait_for("drain-keep-0 idle", lambda: drain.node_states().get("drain-keep-0") == "idle")
+    try:
+        stop_with_slurmctld_stopped_for_a_while(drain)
+    finally:
+        if scaled_up:  # as the test found it
+            scale(drain, keep=0)
+
+
+def stop_with_slurmctld_stopped_for_a_while(drain: Cluster) -> None:
+    job = submit(drain, "-p keep --no-requeue --wrap 'sleep 75'")
+    wait_for("the job running", lambda: drain.job_state(job) == "RUNNING")
+    slurmctld = drain.sandbox.node_container(drain.controller)
+    podman = drain.sandbox.podman
+    with ThreadPoolExecutor(1) as pool:
+        stopping = pool.submit(drain.sandbox.delete_pod, "drain-keep-0")
+        wait_for(
+            "drain-keep-0 drained by its preStop",
+            lambda: drain.node_reason("drain-keep-0") == "k8s: pod terminating",
+        )
+        podman.run(["stop", "--time", "10", slurmctld])
+        stopped = time.monotonic()
+        try:
+            while time.monotonic() - stopped < SLURMCTLD_STOPPED_SECONDS:
+                assert not stopping.done(), "the hook ended while slurmctld could not answer"
+                time.sleep(0.5)
+            state = podman.run(["inspect", "--format", "{{.State.Status}}", slurmctld])
+            assert state.stdout.strip() == "exited", state.stdout  # stopped all along
+        finally:
+            podman.run(["start", slurmctld])
+        report = stopping.result(timeout=300)
+    assert report.created == ("drain-keep-0",)
+    assert final(drain, job) == "COMPLETED|0:0|drain-keep-0|"
+    wait_for("drain-keep-0 idle", lambda: drain.node_states().get("drain-keep-0") == "idle", 60)
 
 
 HOLD_WAIT_SECONDS = 5  # the hold pool's drain.waitSeconds in Pulumi.drain.yaml
@@ -239,6 +291,7 @@ def test_an_evicted_worker_drains_comes_back_clean_and_its_job_runs_again(
     assert runs == ["REQUEUED", "COMPLETED"], runs
 
 
+@pytest.mark.both_majors
 def test_scale_to_zero_and_back_cancels_what_cannot_be_requeued(drain: Cluster) -> None:
     job = submit(drain, "-w drain-cpu-1 --no-requeue --wrap 'sleep 300'")
     wait_for("the job running", lambda: drain.job_state(job) == "RUNNING")

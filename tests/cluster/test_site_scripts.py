@@ -10,30 +10,31 @@ and site file, re-applied, change what is accepted and what the pods read withou
 any worker. Job fates come from sacct.
 """
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from slurm_stack.spec.versions import at_least
 from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
 
 STACK = Path(__file__).resolve().parent / "Pulumi.site.yaml"
 NODES = ("site-cpu-0", "site-cpu-1")
 
 
-# Task scripts need Slurm 25.11 (configless ships them from then on); 24.11 refuses them.
-TASK_SCRIPTS = os.environ.get("SLURM_STACK_TEST_SLURM_VERSION", "26.05") != "24.11"
+def task_scripts(version: str) -> bool:
+    """Task scripts need Slurm 25.11 (configless ships them from then on); 24.11 refuses them."""
+    return at_least(version, "25.11")
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def site(tmp_path_factory: pytest.TempPathFactory, slurm_version: str | None) -> Iterator[Cluster]:
     document = yaml.safe_load(STACK.read_text())
-    if not TASK_SCRIPTS:
+    if slurm_version and not task_scripts(slurm_version):
         for key in ("taskProlog", "taskEpilog"):
             del document["config"]["slurm-stack:cluster"]["siteScripts"][key]
-    cluster = boot_stack(document, tmp_path_factory.mktemp("site"), 2)
+    cluster = boot_stack(document, tmp_path_factory.mktemp("site"), 2, version=slurm_version)
     yield cluster
     tear_down(cluster)
 
@@ -46,6 +47,7 @@ def _fate(cluster: Cluster, job: str) -> str:
     return wait_for(f"job {job} ended in sacct", state, timeout=120)
 
 
+@pytest.mark.both_majors
 def test_the_prolog_marks_each_node_of_a_job_and_the_epilog_unmarks_it(site: Cluster) -> None:
     job = site.ok(site.login("sbatch --parsable -N2 --time=5 --wrap 'srun sleep 10'")).strip()
     marks = {node: f"/run/site-marks/{job}" for node in NODES}
@@ -67,6 +69,7 @@ def test_the_prolog_marks_each_node_of_a_job_and_the_epilog_unmarks_it(site: Clu
     assert set(site.node_states().values()) == {"idle"}  # neither script failed a node
 
 
+@pytest.mark.both_majors
 def test_slurmctlds_scripts_log_each_job_in_the_controller_pod(site: Cluster) -> None:
     job = site.ok(site.login("sbatch --parsable --time=1 --wrap true")).strip()
     assert _fate(site, job) == "COMPLETED"
@@ -81,6 +84,7 @@ def test_slurmctlds_scripts_log_each_job_in_the_controller_pod(site: Cluster) ->
     assert f"start {job} sandbox slurm" in lines and f"end {job}" in lines, lines
 
 
+@pytest.mark.both_majors
 def test_job_submit_lua_refuses_a_job_without_a_time_limit_with_its_message(
     site: Cluster,
 ) -> None:
@@ -91,8 +95,9 @@ def test_job_submit_lua_refuses_a_job_without_a_time_limit_with_its_message(
     assert _fate(site, accepted) == "COMPLETED"
 
 
-@pytest.mark.skipif(not TASK_SCRIPTS, reason="task scripts need Slurm 25.11 or newer")
 def test_task_scripts_run_for_each_task_as_the_user_in_the_jail(site: Cluster) -> None:
+    if not task_scripts(site.sandbox.spec.slurm_version):
+        pytest.skip("task scripts need Slurm 25.11 or newer")
     out = site.ok(site.login("srun -N2 --time=1 sh -c 'echo $SLURM_JOB_ID $SITE_TASK_PROLOG'"))
     [(job, _), _] = pairs = [line.split() for line in out.splitlines()]
     assert [value for _, value in pairs] == ["ran-as-sandbox-in-jail-yes"] * 2
@@ -107,6 +112,7 @@ def test_task_scripts_run_for_each_task_as_the_user_in_the_jail(site: Cluster) -
     )
 
 
+@pytest.mark.both_majors
 def test_cli_filter_lua_refuses_at_the_login_nodes_client(site: Cluster) -> None:
     refused = site.login("sbatch --parsable -J forbidden --time=1 --wrap true")
     assert refused.returncode != 0
@@ -115,6 +121,7 @@ def test_cli_filter_lua_refuses_at_the_login_nodes_client(site: Cluster) -> None
     assert _fate(site, job) == "COMPLETED"
 
 
+@pytest.mark.both_majors
 def test_changed_lua_and_site_files_apply_without_restarting_a_worker(site: Cluster) -> None:
     workers = {name: started for name, started in site.daemons().items() if name.startswith(NODES)}
     assert {f"{node}--slurmd" for node in NODES} <= set(workers), workers

@@ -7,11 +7,10 @@ update policy). Jobs and login sessions run their pod's own Slurm client, so a j
 still at 24.11 runs 24.11's srun, and everything started after runs 26.05's; the jail's own
 files are not touched. Every job's fate is read from sacct.
 
-Not part of `.ci/run`: it builds and boots both image sets (about 6 minutes cold, 3 with the
-images cached). Run it with `bash scripts/test-upgrade.sh`.
+It boots both image sets; `.ci/run` builds 24.11's beside the first tests (scripts/test.sh).
+Alone: `bash scripts/test-upgrade.sh`.
 """
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,11 +25,6 @@ from tests.cluster.test_updates import ended, submit
 
 STACK = Path(__file__).resolve().parent / "Pulumi.upgrade.yaml"
 NODES = ("upgrade-cpu-0", "upgrade-cpu-1")
-
-pytestmark = pytest.mark.skipif(
-    os.environ.get("SLURM_STACK_UPGRADE_TEST") != "1",
-    reason="boots Slurm 24.11 and 26.05 image sets (minutes): run `bash scripts/test-upgrade.sh`",
-)
 
 
 @pytest.fixture(scope="module")
