@@ -12,7 +12,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from slurm_stack.k8s.common import munge_key_secret_name
 from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down, wait_for
+from tests.cluster.secret_scan import leaks, stack_secrets
 from tests.cluster.test_rest_api import REFUSED_TOKEN, curl, latest
 
 KEY_VOLUMES = ("auth-key", "slurm-key")
@@ -122,3 +124,14 @@ def test_the_rest_api_turned_off_and_on_again_has_a_new_key(slurm_auth: Cluster)
 
     wait_for("the API to answer a new token", lambda: curl(slurm_auth, diag)[0] == 200, timeout=60)
     assert curl(slurm_auth, diag, token=old)[0] == REFUSED_TOKEN
+
+
+def test_no_secret_value_is_in_any_log(slurm_auth: Cluster) -> None:
+    """slurm.key, which every daemon here reads, is in no log: not the pods', the Jobs' or
+    the sandbox's (tests/cluster/secret_scan.py)."""
+    secrets = stack_secrets(slurm_auth)
+    key = f"Secret {munge_key_secret_name(slurm_auth.sandbox.spec)}/slurm.key"
+    assert key in secrets, sorted(secrets)
+    assert slurm_auth.ok(slurm_auth.login("srun -N2 hostname")).split()
+    found, _ = leaks(slurm_auth, secrets)
+    assert not found, "\n".join(found)

@@ -24,12 +24,13 @@ from slurm_stack.sandbox.podman import network_create_args
 from slurm_stack.sandbox.session import subnet_for
 from slurm_stack.spec.models import IMAGE_REVISION
 from tests.cluster.conftest import STACK, Cluster, boot_stack, tear_down, wait_for
+from tests.cluster.secret_scan import leaks, stack_secrets
 from tests.cluster.test_rest_api import api_url, latest
 
 HERE = Path(__file__).resolve().parent
 NAME = "ldapdir"
 BASE_DN = "dc=example,dc=org"
-READER_PASSWORD = "reader-password"
+READER_PASSWORD = "reader-password-of-the-directory"  # long enough to be scanned for
 USERS = {"lara": 41001, "leo": 41002, "otto": 41003}
 MLTEAM_GID = 42000
 
@@ -313,3 +314,13 @@ def test_changed_directory_settings_reach_sssd_without_a_restart(
         lambda: directory.login_as("lara", keys["lara"], "id -Gn").stdout.strip() == "lara mlteam",
         timeout=60,
     )
+
+
+def test_no_bind_password_is_in_any_log(directory: Cluster) -> None:
+    """The directory's bind password (`ldapBindPassword`), with which every pod's sssd binds,
+    is in no log (tests/cluster/secret_scan.py)."""
+    secrets = stack_secrets(directory)
+    secrets["ldapBindPassword"] = READER_PASSWORD.encode()
+    assert directory.ok(directory.login("srun -N2 id -un")).split()
+    found, _ = leaks(directory, secrets)
+    assert not found, "\n".join(found)

@@ -29,6 +29,7 @@ from slurm_stack.sandbox.outside import OutsideMachines
 from slurm_stack.sandbox.session import Sandbox
 from slurm_stack.spec.models import IMAGE_REVISION
 from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
+from tests.cluster.secret_scan import leaks, stack_secrets
 from tests.cluster.test_boot import ERROR_LINE, SMALL_BUFFER_POOL
 from tests.cluster.test_users import keypair
 
@@ -249,3 +250,18 @@ def test_sandbox_down_removes_the_outside_machine_and_its_files(extdb: Cluster) 
     gone = subprocess.run(["podman", "container", "exists", f"{NAME}-outside-{DB}"], check=False)
     assert gone.returncode == 1
     assert not (extdb.sandbox.state.root / "outside").exists()
+
+
+def test_no_database_password_is_in_any_log(extdb: Cluster) -> None:
+    """The external database's password (`accountingDbPassword`), which slurmdbd uses, is in
+    no log (tests/cluster/secret_scan.py)."""
+    secrets = stack_secrets(extdb)
+    password = yaml.safe_load(extdb.stack_file.read_text())["config"][
+        "slurm-stack:accountingDbPassword"
+    ]
+    secrets["accountingDbPassword"] = password.encode()
+    assert extdb.sandbox.spec.name in extdb.ok(
+        extdb.login("sacctmgr -n -P show cluster format=cluster")
+    )
+    found, _ = leaks(extdb, secrets)
+    assert not found, "\n".join(found)
