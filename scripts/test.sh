@@ -14,6 +14,7 @@ bash scripts/setup-podman.sh  # the real-Slurm tests (tests/cluster) boot the sa
 ensure_images(sys.argv[1])' "${SLURM_STACK_TEST_SLURM_VERSION:-26.05}"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # slurm_stack and the pod-side package, as pyproject.toml's [tool.mypy] says
 if [ "$#" -eq 0 ]; then
   set -- -n 3
   if [ -z "${SLURM_STACK_TEST_SLURM_VERSION:-}" ]; then

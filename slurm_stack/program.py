@@ -80,7 +80,9 @@ def run() -> SlurmCluster:
         raise StackConfigError(list(error.issues), error.config_key) from None
     cluster = SlurmCluster(
         spec.name,
-        spec,
+        # SlurmCluster's `args` annotation is the package schema's (Pulumi reads it); it takes
+        # a ClusterSpec, validated already, too (spec_and_secrets).
+        spec,  # type: ignore[arg-type]
         db_password=db_password,
         ldap_bind_password=ldap_password,
         container_registry_auth=registry_auth,

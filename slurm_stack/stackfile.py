@@ -12,7 +12,7 @@ import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
@@ -37,6 +37,14 @@ KNOWN_NAMES = (CLUSTER_NAME, *PASSWORD_NAMES)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+class SecretsGiven(TypedDict):
+    """Which secret config values a stack sets, by `load_spec`'s keywords."""
+
+    db_password_provided: bool
+    ldap_password_provided: bool
+    registry_auth_provided: bool
+
+
 @dataclass(frozen=True)
 class StackConfig:
     """A stack's config as the program sees it: string values, JSON for objects."""
@@ -46,7 +54,7 @@ class StackConfig:
     config: dict[str, str]
     secret_keys: list[str]
 
-    def secrets_given(self) -> dict[str, bool]:
+    def secrets_given(self) -> SecretsGiven:
         """Which secret config values the stack sets, as `load_spec` takes them."""
 
         def given(config_key: str) -> bool:
@@ -188,7 +196,7 @@ class _Loader(yaml.SafeLoader):
         self.duplicates: list[tuple[yaml.MappingNode, yaml.Node, yaml.Node]] = []
         self._checked: set[int] = set()
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         self._note_duplicates(node)
         return super().construct_mapping(node, deep=deep)
 
@@ -324,7 +332,9 @@ def _render_path(parts: tuple[str | int, ...], project: str | None) -> str:
 
 
 def _key_text(node: yaml.Node) -> str:
-    return node.value if isinstance(node, yaml.ScalarNode) else f"<{node.id} key>"
+    if isinstance(node, yaml.ScalarNode):
+        return node.value
+    return f"<{'mapping' if isinstance(node, yaml.MappingNode) else 'sequence'} key>"
 
 
 # -- checks ----------------------------------------------------------------------------------

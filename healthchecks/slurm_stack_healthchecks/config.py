@@ -183,19 +183,17 @@ class _Validator:
         value = self.raw.get(key)
         if key not in self.raw or (value is None and nullable):
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            ok = False
-        else:
-            ok = (
-                (not positive or value > 0)
-                and (minimum is None or value >= minimum)
-                and (below is None or value < below)
-            )
-        if not ok:
-            want = "a number > 0" if positive else f"a number in [{minimum:g}, {below:g})"
-            self._bad(key, want + (" or null" if nullable else ""))
-            return None
-        return float(value)
+        if (
+            not isinstance(value, bool)
+            and isinstance(value, (int, float))
+            and (not positive or value > 0)
+            and (minimum is None or value >= minimum)
+            and (below is None or value < below)
+        ):
+            return float(value)
+        want = "a number > 0" if positive else f"a number in [{minimum:g}, {below:g})"
+        self._bad(key, want + (" or null" if nullable else ""))
+        return None
 
     def string(self, key: str, *, nullable: bool = False) -> str | None:
         value = self.raw.get(key)

@@ -275,7 +275,7 @@ class Scaler:
     def suspend(self, nodes: Sequence[str]) -> list[str]:
         """Give back what Slurm powered down: shrink each pool to the size that keeps every
         node still powered up. The failures, one line per pool."""
-        failures = []
+        failures: list[str] = []
         grouped = self.config.by_pool(nodes)
         if not grouped:
             return failures

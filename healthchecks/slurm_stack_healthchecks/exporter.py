@@ -567,6 +567,8 @@ def serve(config: ExporterConfig, runner: Runner) -> int:
 
     exit_on_sigterm()
     registry = CollectorRegistry()
+    # register() takes prometheus_client's Collector ABC, which SlurmCollector cannot subclass:
+    # the module imports prometheus_client only here (only the ops image has it).
     registry.register(SlurmCollector(runner, config))  # type: ignore[arg-type]
     start_http_server(config.port, registry=registry)
     pools = ",".join(config.pools) or "(none)"

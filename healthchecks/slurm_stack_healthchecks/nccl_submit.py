@@ -452,7 +452,11 @@ def nccl_submit(
     for decision in plan(config, nodes, queued):
         if isinstance(decision, Skip):
             skipped += 1
-            fields = [("node", decision.node), ("action", "skip"), ("pool", decision.pool)]
+            fields: list[tuple[str, object]] = [
+                ("node", decision.node),
+                ("action", "skip"),
+                ("pool", decision.pool),
+            ]
             print(format_line(_TOOL, [*fields, ("why", decision.why)]), file=log)
             continue
         job_id, error = (None, "") if dry_run else _submit(config, decision, runner)

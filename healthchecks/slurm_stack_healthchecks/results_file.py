@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .result import CheckResult
 
@@ -111,7 +112,7 @@ def read_results(directory: Path, node: str) -> NodeResults | None:
         raise ResultsFileError(f"{path}: {exc}") from None
 
 
-def _parse(raw: dict, node: str) -> NodeResults:  # type: ignore[type-arg]
+def _parse(raw: dict[str, Any], node: str) -> NodeResults:
     if raw["node"] != node:
         raise ValueError(f"names node {raw['node']!r}")
     checks = tuple(

@@ -82,12 +82,12 @@ class SlurmCluster(pulumi.ComponentResource):
         ldap_bind_password: pulumi.Input[str] | None = None,
         container_registry_auth: pulumi.Input[str] | None = None,
     ):
-        spec, secrets = spec_and_secrets(
+        spec, given = spec_and_secrets(
             args, db_password, ldap_bind_password, container_registry_auth
         )
-        db_password = secrets.get("db_password")
-        ldap_bind_password = secrets.get("ldap_bind_password")
-        container_registry_auth = secrets.get("container_registry_auth")
+        db_password = given.get("db_password")
+        ldap_bind_password = given.get("ldap_bind_password")
+        container_registry_auth = given.get("container_registry_auth")
         super().__init__("slurm-stack:index:SlurmCluster", name, None, opts)
         here = pulumi.ResourceOptions(parent=self)
         secrets = ClusterSecrets(

@@ -1,5 +1,6 @@
 """Register a builder's manifest as a typed pulumi-kubernetes resource."""
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import pulumi
@@ -67,7 +68,7 @@ def by_content(name: str, digest: str) -> str:
 def child_options(
     parent: pulumi.Resource,
     *,
-    depends_on: list[pulumi.Resource] | None = None,
+    depends_on: Sequence[pulumi.Resource] | None = None,
     keep: bool = False,
     timeout: str | None = None,
     delete_timeout: str | None = None,

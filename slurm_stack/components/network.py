@@ -1,5 +1,7 @@
 """NetworkPolicies: the flows Slurm uses, and nothing else, to the cluster's pods."""
 
+from collections.abc import Sequence
+
 import pulumi
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
@@ -18,7 +20,9 @@ class NetworkPolicies(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("slurm-stack:index:NetworkPolicies", name, None, opts)
 
-        def add(manifest: dict, depends_on: list[pulumi.Resource] | None = None) -> NetworkPolicy:
+        def add(
+            manifest: dict, depends_on: Sequence[pulumi.Resource] | None = None
+        ) -> NetworkPolicy:
             suffix = manifest["metadata"]["name"].removeprefix(f"{spec.name}-")
             options = child_options(self, depends_on=depends_on)
             return register(NetworkPolicy, f"{name}-{suffix}", manifest, options)

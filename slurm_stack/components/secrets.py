@@ -1,5 +1,7 @@
 """ClusterSecrets: the munge (or slurm) key, SSH host keys and the database passwords."""
 
+from typing import Required, TypedDict
+
 import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
@@ -31,7 +33,17 @@ from slurm_stack.spec.registry_auth import registry_auth_problem
 AUTH_KEY_BYTES = 1024
 JWT_KEY_BYTES = 64  # HS256: a key as long as SHA-256's block (RFC 2104, section 3)
 DB_PASSWORD_LENGTH = 32
-HOST_KEY_ALGORITHMS = {
+
+
+class _KeyAlgorithm(TypedDict, total=False):
+    """The arguments of a tls.PrivateKey that choose its type."""
+
+    algorithm: Required[str]
+    ecdsa_curve: str
+    rsa_bits: int
+
+
+HOST_KEY_ALGORITHMS: dict[str, _KeyAlgorithm] = {
     "ed25519": {"algorithm": "ED25519"},
     "ecdsa": {"algorithm": "ECDSA", "ecdsa_curve": "P256"},
     "rsa": {"algorithm": "RSA", "rsa_bits": 3072},  # OpenSSH's default size
@@ -212,13 +224,14 @@ class ClusterSecrets(pulumi.ComponentResource):
         ).result
 
 
-def _storage_pass(password: str) -> str:
+def _storage_pass(password: str | None) -> str:
     """The accounting password from stack config, if slurmdbd.conf can hold it (checked once
     the secret is decrypted; the error never shows it)."""
-    problem = storage_pass_problem(password)
+    text = password or ""  # an unset secret is an empty password
+    problem = storage_pass_problem(text)
     if problem is not None:
         raise SpecError([SpecIssue("", problem)], DB_PASSWORD_CONFIG_KEY)
-    return password
+    return text
 
 
 def checked_registry_auth(text: str) -> str:

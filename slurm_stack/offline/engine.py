@@ -12,10 +12,11 @@ global settings, root stack and config never leak from one run into the next or 
 import asyncio
 import contextlib
 import gc
+import inspect
 import json
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -206,7 +207,8 @@ class _RecordingMonitor(MockMonitor):
 
     def _record(self, urn: str, request: Any) -> RecordedResource:
         inputs, secret_paths = decode_struct(request.object)
-        id_, outputs, secret_outputs = "", {}, frozenset[str]()
+        id_, secret_outputs = "", frozenset[str]()
+        outputs: dict[str, Any] = {}
         if request.custom:
             salted = self.random_salt is not None and request.type.startswith("random:")
             salt = self.random_salt(urn) if self.random_salt and salted else ""
@@ -348,8 +350,14 @@ def run_program(
             },
             [_qualified(k, project) for k in secret_keys or []],
         )
+
+        def body() -> Awaitable[None] | None:
+            # run_in_stack awaits what the program returns only when it is awaitable.
+            result = program()
+            return result if inspect.isawaitable(result) else None
+
         try:
-            asyncio.run(run_in_stack(program))
+            asyncio.run(run_in_stack(body))
         except BaseException as exc:
             failure.append(exc)
 

@@ -37,9 +37,12 @@ def rsa_key(seed: bytes, bits: int = 2048) -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=_RSA_EXPONENT, key_size=bits)
 
 
+PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
+
+
 def deterministic_private_key(
     seed: bytes, algorithm: str, *, ecdsa_curve: str = "P224", rsa_bits: int = 2048
-) -> ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey:
+) -> PrivateKey:
     """A private key for the tls provider's `algorithm` (ED25519, ECDSA or RSA) from `seed`."""
     digest = hashlib.sha512(seed).digest()
     if algorithm == "ED25519":
@@ -57,9 +60,9 @@ def deterministic_private_key(
     raise ValueError(f"unsupported key algorithm {algorithm!r}")
 
 
-def _openssh_private_key(key: object, seed: bytes) -> str:
+def _openssh_private_key(key: PrivateKey, seed: bytes) -> str:
     """OpenSSH private key text with the random checkint replaced by one derived from `seed`."""
-    pem = key.private_bytes(  # type: ignore[attr-defined]
+    pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.OpenSSH,
         serialization.NoEncryption(),

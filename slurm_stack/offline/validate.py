@@ -10,7 +10,7 @@ import hashlib
 import importlib.metadata
 import json
 import re
-from collections.abc import Iterable, MutableSet, Sequence
+from collections.abc import Iterable, Mapping, MutableSet, Sequence
 from typing import Any, Literal
 
 import jsonschema
@@ -59,7 +59,10 @@ def _validator(
         return None
     definitions = _definitions(version, strict)
     registry = Registry().with_resources(
-        [(schema["$id"], Resource.from_contents(schema)), (definitions.id(), definitions)]
+        [
+            (schema["$id"], Resource.from_contents(schema)),
+            (definitions.contents["$id"], definitions),
+        ]
     )
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
@@ -72,7 +75,11 @@ def _path(parts: Iterable[Any]) -> str:
 def _describe(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
     """(path, message) pairs; an unknown field is named in the path itself."""
     path = list(error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+    if (
+        error.validator == "additionalProperties"
+        and isinstance(error.instance, dict)
+        and isinstance(error.schema, Mapping)  # a schema that names fields is an object
+    ):
         known = error.schema.get("properties", {})
         return [
             (_path([*path, key]), "unknown field") for key in error.instance if key not in known

@@ -52,7 +52,9 @@ def _property_errors(error: SpecError) -> list[Any]:
 
 def schema_text() -> str:
     """The package schema as provider/schema.json holds it (for review; tests compare)."""
-    return json.dumps(json.loads(SlurmStackProvider().schema), indent=2, sort_keys=True) + "\n"
+    schema = SlurmStackProvider().schema
+    assert schema is not None  # a ComponentProvider builds its schema as it starts
+    return json.dumps(json.loads(schema), indent=2, sort_keys=True) + "\n"
 
 
 def serve(args: list[str]) -> None:

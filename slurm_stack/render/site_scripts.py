@@ -51,12 +51,12 @@ def site_entries(spec: ClusterSpec) -> list[SiteEntry]:
             # Prolog/Epilog relative: configless slurmctld ships them (see the module's doc).
             value = f"{paths.SLURMCTLD_SCRIPTS_DIR}/{file}" if "Slurmctld" in key else file
             entries.append(SiteEntry(key, value, file, script.content))
-    for key, file, script in (
+    for key, file, task_script in (
         ("TaskProlog", "task-prolog", site.task_prolog),
         ("TaskEpilog", "task-epilog", site.task_epilog),
     ):
-        if script is not None:
-            entries.append(SiteEntry(key, file, file, script.content))
+        if task_script is not None:
+            entries.append(SiteEntry(key, file, file, task_script.content))
     for key, file, lua in (
         ("JobSubmitPlugins", "job_submit.lua", site.job_submit_lua),
         ("CliFilterPlugins", "cli_filter.lua", site.cli_filter_lua),

@@ -48,6 +48,7 @@ from slurm_stack.sandbox.podman import (
     JOB_LABEL,
     PRE_STOP_LABEL,
     SANDBOX_LABEL,
+    ListedPod,
     Podman,
     PodmanError,
     container_create_args,
@@ -199,11 +200,11 @@ def install_fake_gpu_tools(state: SandboxState, plan: Plan) -> None:
         "the node's driver library, so the sandbox can show it reaching the jail.\n"
     )
     for pod in plan.pods:
-        devices = [source for c in pod.containers for source, _ in c.devices]
-        if any(source.startswith(f"{state.root}/fake-gpu/dev/") for source in devices):
+        devices = [host for c in pod.containers for host, _ in c.devices]
+        if any(host.startswith(f"{state.root}/fake-gpu/dev/") for host in devices):
             (state.root / "fake-gpu" / pod.name).mkdir(parents=True, exist_ok=True)
-        for source in devices:
-            device = Path(source)
+        for host in devices:
+            device = Path(host)
             if device.parent == state.root / "fake-gpu" / "dev" and not device.exists():
                 device.parent.mkdir(parents=True, exist_ok=True)
                 minor = fake_gpu_minor(device.name)
@@ -264,8 +265,8 @@ def _prepare_volumes(plan: Plan, pod: Pod, state: SandboxState) -> None:
             os.chown(directory, -1, pod.fs_group)
             directory.chmod(directory.stat().st_mode | 0o2070)
     files = pod_files(plan, pod, state)
-    for directory, _ in pod.projected_dirs:
-        write_projected(Path(directory), _files_in(files, directory), pod.fs_group)
+    for projected, _ in pod.projected_dirs:
+        write_projected(Path(projected), _files_in(files, projected), pod.fs_group)
 
 
 def unmount_below(directory: Path, *, include_itself: bool = True) -> None:
@@ -346,33 +347,25 @@ def _write_env(pod: Pod, container: Container, state: SandboxState) -> str:
     return str(path)
 
 
-def _container_ids_of(pods: list[dict[str, object]]) -> dict[str, str]:
+def _container_ids_of(pods: list[ListedPod]) -> dict[str, str]:
     """Each container's ID from a `pod ps` listing."""
-    return {
-        str(c["Names"]): str(c.get("Id", ""))
-        for p in pods
-        for c in p.get("Containers") or []  # type: ignore[union-attr]
-    }
+    return {str(c["Names"]): str(c.get("Id", "")) for p in pods for c in p.get("Containers") or []}
 
 
-def _states_of(pods: list[dict[str, object]]) -> dict[str, str]:
+def _states_of(pods: list[ListedPod]) -> dict[str, str]:
     """Each container's state (`running`, `exited`, ...) from a `pod ps` listing."""
-    return {
-        str(c["Names"]): str(c["Status"])
-        for p in pods
-        for c in p.get("Containers") or []  # type: ignore[union-attr]
-    }
+    return {str(c["Names"]): str(c["Status"]) for p in pods for c in p.get("Containers") or []}
 
 
-def finished_job_pods(pods: list[dict[str, object]]) -> set[str]:
+def finished_job_pods(pods: list[ListedPod]) -> set[str]:
     """The listed pods of Jobs none of whose containers runs."""
     return {
         str(p["Name"])
         for p in pods
-        if (p.get("Labels") or {}).get(JOB_LABEL) == "true"  # type: ignore[union-attr]
+        if (p.get("Labels") or {}).get(JOB_LABEL) == "true"
         and not any(
             str(c.get("Names", "")).startswith(f"{p['Name']}--") and c.get("Status") == "running"
-            for c in p.get("Containers") or []  # type: ignore[union-attr]
+            for c in p.get("Containers") or []
         )
     }
 
@@ -396,14 +389,14 @@ class Applier:
         self._listed_ids: dict[str, str] = {}  # of the containers running_pods listed
         self._bridge: str | None = None  # the network's bridge interface, asked once
         self._network_ready = False  # ensure_network found or made it
-        self._listed: list[dict[str, object]] | None = None  # see seed
+        self._listed: list[ListedPod] | None = None  # see seed
         self._finished_jobs: set[str] = set()  # listed by running_pods
 
-    def seed(self, pods: list[dict[str, object]]) -> None:
+    def seed(self, pods: list[ListedPod]) -> None:
         """Take ``pods``, this sandbox's pods as podman listed them when the `up` began, as
         the first `running_pods`; a pod on the sandbox's network shows that it exists."""
         self._listed = pods
-        if any(network_name(self.sandbox) in (p.get("Networks") or ()) for p in pods):  # type: ignore[operator]
+        if any(network_name(self.sandbox) in (p.get("Networks") or ()) for p in pods):
             self._network_ready = True
 
     # -- pods ---------------------------------------------------------------------------------
@@ -420,8 +413,7 @@ class Applier:
         self._listed_ids = _container_ids_of(pods)
         self._finished_jobs = finished_job_pods(pods)
         return {
-            str(p["Name"]): str((p.get("Labels") or {}).get(FINGERPRINT_LABEL, ""))  # type: ignore[union-attr]
-            for p in pods
+            str(p["Name"]): str((p.get("Labels") or {}).get(FINGERPRINT_LABEL, "")) for p in pods
         }
 
     def remove_pod(self, pod_name: str, grace: int | None = None) -> None:
@@ -472,7 +464,7 @@ class Applier:
     def _main_container_name(self, pod_name: str) -> str | None:
         # podman 4.3 lists no pod name for containers unless asked with --pod: match names.
         for entry in self.podman.labelled("container", f"{SANDBOX_LABEL}.role=main"):
-            for name in entry.get("Names") or []:  # type: ignore[union-attr]
+            for name in entry.get("Names") or []:
                 if str(name).startswith(f"{pod_name}--"):
                     return str(name)
         return None
@@ -669,13 +661,15 @@ class Applier:
         outcome = _Outcome()
         self._apply_groups(plan, groups, running, outcome)
         order = {pod.name: index for index, pod in enumerate(plan.pods)}
+
+        def in_plan_order(names: list[str]) -> tuple[str, ...]:
+            return tuple(sorted(names, key=order.__getitem__))
+
         return ApplyReport(
-            *(
-                tuple(sorted(names, key=order.__getitem__))
-                for names in (outcome.created, outcome.kept)
-            ),
-            tuple(removed),
-            tuple(sorted(outcome.jobs, key=order.__getitem__)),
+            created=in_plan_order(outcome.created),
+            kept=in_plan_order(outcome.kept),
+            removed=tuple(removed),
+            jobs_run=in_plan_order(outcome.jobs),
         )
 
     def _apply_groups(
@@ -769,10 +763,10 @@ class Applier:
                 failed = [str(error)]
             rolled = []
             for future in futures:
-                done, error = future.result()
+                done, problem = future.result()
                 rolled.extend(done)
-                if error:
-                    failed.append(error)
+                if problem:
+                    failed.append(problem)
         return rolled, failed
 
     def _roll(self, plan: Plan, pods: list[tuple[Pod, str]]) -> tuple[list[str], str]:
@@ -934,7 +928,7 @@ class Applier:
         phase = {
             str(p["Name"]): PHASES.get(
                 str((p.get("Labels") or {}).get(COMPONENT_LABEL)), LAST_PHASE
-            )  # type: ignore[union-attr]
+            )
             for p in pods
         }
         names = sorted(phase, key=lambda name: (phase[name], _ordinal_order(name)), reverse=True)

@@ -29,7 +29,7 @@ def ensure_images(slurm_version: str, *, force: bool = False, quiet: bool = Fals
     its images still exist; returns whether it built. One build per version at a time: a
     second caller (the suite builds 24.11's images beside its first tests) waits for the
     first and then finds them built."""
-    suite = DEBIAN_SUITE[slurm_version]  # type: ignore[index]
+    suite = DEBIAN_SUITE[slurm_version]  # type: ignore[index]  # a str from callers; KeyError names a bad one
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     with (CACHE_DIR / f"images-{suite}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

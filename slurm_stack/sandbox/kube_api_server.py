@@ -45,7 +45,8 @@ from typing import Any
 try:
     from slurm_stack.sandbox import kube_rbac
 except ImportError:  # in the stand-in's container, where it is mounted beside this script
-    import kube_rbac  # type: ignore[no-redef]
+    # The same module under the name it has there, which only resolves in the container.
+    import kube_rbac  # type: ignore[no-redef,import-not-found]
 
 _NAME = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
 _PODS = re.compile(rf"^/api/v1/namespaces/(?P<namespace>{_NAME})/pods$")
@@ -169,7 +170,8 @@ def _json_type(value: Any) -> str:
         return "bool"
     if isinstance(value, int | float):
         return f"number {json.dumps(value)}"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "value")
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "value")
 
 
 def patched_replicas(current: dict[str, Any], content_type: str, body: bytes, name: str) -> int:

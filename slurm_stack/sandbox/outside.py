@@ -102,9 +102,9 @@ def run_args(
 def outside_machines(podman: Podman, sandbox: str) -> list[str]:
     """The containers of ``sandbox``'s outside machines that exist, running or not."""
     return sorted(
-        str(entry["Names"][0])  # type: ignore[index]
+        str(entry["Names"][0])
         for entry in podman.labelled("container", OUTSIDE_LABEL)
-        if (entry.get("Labels") or {}).get(SANDBOX_LABEL) == sandbox  # type: ignore[union-attr]
+        if (entry.get("Labels") or {}).get(SANDBOX_LABEL) == sandbox
     )
 
 

@@ -844,7 +844,7 @@ def _containers(
     gpu_devices: Mapping[str, Sequence[int]],
 ) -> tuple[Container, ...]:
     out = []
-    entries = [
+    entries: list[tuple[Role, Manifest]] = [
         ("sidecar" if c.get("restartPolicy") == "Always" else "init", c)
         for c in pod_spec.get("initContainers", [])
     ] + [("main", c) for c in pod_spec["containers"]]
@@ -874,7 +874,7 @@ def _containers(
             Container(
                 name=container["name"],
                 image=local_image(container["image"], image_tag),
-                role=role,  # type: ignore[arg-type]
+                role=role,
                 command=tuple(container.get("command", ())),
                 args=tuple(container.get("args", ())),
                 env=env,

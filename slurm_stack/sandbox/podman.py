@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, TypedDict, overload
 
 from slurm_stack.sandbox.plan import Container, Pod
 
@@ -21,6 +22,33 @@ JOB_LABEL = "slurm-stack.io/job"  # "true" on the pods of Jobs
 
 class PodmanError(RuntimeError):
     """A podman command failed."""
+
+
+class ListedPodContainer(TypedDict, total=False):
+    """A container of a `podman pod ps --format json` entry (the fields read here)."""
+
+    Id: str
+    Names: str  # its one name
+    Status: str  # running, exited, ...
+
+
+class ListedPod(TypedDict, total=False):
+    """A `podman pod ps --format json` entry (the fields read here)."""
+
+    Name: str
+    Labels: dict[str, str] | None
+    Networks: list[str] | None
+    Containers: list[ListedPodContainer] | None
+
+
+class ListedContainer(TypedDict, total=False):
+    """A `podman ps --all --format json` entry (the fields read here)."""
+
+    Names: list[str]
+    Labels: dict[str, str] | None
+    State: str
+    ExitCode: int
+    Created: int | str  # seconds since the epoch; a date in some podman versions
 
 
 def container_name(pod: Pod, container: Container) -> str:
@@ -273,7 +301,13 @@ class Podman:
         ).stdout.strip()
         return int(pid) if pid.isdigit() and int(pid) > 0 else None
 
-    def labelled(self, kind: str, label: str) -> list[dict[str, object]]:
+    @overload
+    def labelled(self, kind: Literal["pod"], label: str) -> list[ListedPod]: ...
+    @overload
+    def labelled(self, kind: Literal["container"], label: str) -> list[ListedContainer]: ...
+    def labelled(
+        self, kind: Literal["pod", "container"], label: str
+    ) -> list[ListedPod] | list[ListedContainer]:
         """Pods or containers carrying ``label`` (`key=value`), as podman lists them."""
         base = ["pod", "ps"] if kind == "pod" else ["ps", "--all"]
         out = self.run([*base, "--filter", f"label={label}", "--format", "json"]).stdout

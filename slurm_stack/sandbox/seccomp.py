@@ -95,9 +95,9 @@ def runtime_default_profile(source: Profile) -> Profile:
         if names:
             syscalls.append({**rule, "names": names})
     syscalls.append({"names": list(ALSO_ALLOWED), "action": "SCMP_ACT_ALLOW"})
-    for capability, names in CAPABILITY_GATES.items():
+    for capability, gated in CAPABILITY_GATES.items():
         syscalls.append(
-            {"names": list(names), "action": "SCMP_ACT_ALLOW", "includes": {"caps": [capability]}}
+            {"names": list(gated), "action": "SCMP_ACT_ALLOW", "includes": {"caps": [capability]}}
         )
     without_sys_admin = {"caps": ["CAP_SYS_ADMIN"]}
     syscalls.append(

@@ -27,7 +27,7 @@ from slurm_stack.sandbox.kube_api import SERVICE_ACCOUNT_DIR, SandboxKubeApi, wa
 from slurm_stack.sandbox.liveness import start_prober, stop_prober
 from slurm_stack.sandbox.outside import OutsideMachines
 from slurm_stack.sandbox.plan import Plan, plan
-from slurm_stack.sandbox.podman import SANDBOX_LABEL, Podman, container_name
+from slurm_stack.sandbox.podman import SANDBOX_LABEL, ListedPod, Podman, container_name
 from slurm_stack.sandbox.prometheus import SandboxPrometheus, wants_prometheus
 from slurm_stack.sandbox.prometheus import ensure_image as ensure_prometheus_image
 from slurm_stack.sandbox.stack import SANDBOX_USER, cluster_name, render_for_sandbox
@@ -418,7 +418,7 @@ class Sandbox:
         self._live_sizes: dict[str, int] = {}  # the live sizes the plan followed
         self._elastic = False  # whether a StatefulSet's size is a scaler's
         # This cluster's pods as the last collision check listed them (`Applier.seed`).
-        self._listed_pods: list[dict[str, object]] | None = None
+        self._listed_pods: list[ListedPod] | None = None
 
     # -- building the plan --------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ import ipaddress
 import math
 import re
 from collections.abc import Callable, Iterator
-from typing import Annotated, ClassVar, Literal
+from decimal import Decimal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -516,9 +517,12 @@ class _NodeLocal:
     """A submount whose content lives on one Kubernetes node (a mixin: the fields are the
     submount model's)."""
 
+    if TYPE_CHECKING:  # for the type checker only: the field is the submount model's
+        mount_path: str
+
     @relation("mountPath")
     def _not_over_home(self) -> Iterator[KeyProblem]:
-        if _under_home(self.mount_path):  # type: ignore[attr-defined]
+        if _under_home(self.mount_path):
             yield KeyProblem(NODE_LOCAL_HOME, "mountPath")
 
 
@@ -881,7 +885,7 @@ class WorkerPool(SpecModel):
         if not memory:
             return
         room = parse_quantity(memory)
-        used = 0
+        used = Decimal(0)
         for i, submount in enumerate(self.submounts):
             if isinstance(submount, MemorySubmount):
                 used += parse_quantity(submount.size_limit)
@@ -1155,6 +1159,16 @@ class Accounting(SpecModel):
             )
 
 
+HealthCheckNodeState = Literal[
+    "ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE", "START_ONLY"
+]
+"""A value of Slurm's HealthCheckNodeState."""
+
+
+def _all_node_states() -> list[HealthCheckNodeState]:
+    return ["ANY"]
+
+
 class QuickChecks(SpecModel):
     """Slurm's HealthCheckProgram on every worker."""
 
@@ -1163,9 +1177,7 @@ class QuickChecks(SpecModel):
     with a `healthcheck:` reason."""
     interval_seconds: int = Field(default=300, ge=10, le=86400)
     """Seconds between runs on each node (HealthCheckInterval), 10-86400."""
-    node_states: list[
-        Literal["ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE", "START_ONLY"]
-    ] = Field(default_factory=lambda: ["ANY"], min_length=1)
+    node_states: list[HealthCheckNodeState] = Field(default_factory=_all_node_states, min_length=1)
     """Slurm's HealthCheckNodeState: in which node states the checks run (`ANY`: all), at least
     one."""
     min_free_disk_percent: int = Field(default=5, ge=0, lt=100)

@@ -42,11 +42,11 @@ def relation(*keys: str) -> Callable[[C], C]:
 def relations_of(model: type[BaseModel]) -> list[tuple[tuple[str, ...], Check]]:
     """The model's relations (its own and inherited), in name order; read once per model,
     since a class's methods do not change (callers must not change the list)."""
-    found = []
+    found: list[tuple[tuple[str, ...], Check]] = []
     for name in sorted(dir(model)):
         check = getattr(model, name, None)
         keys = getattr(check, _KEYS, None)
-        if keys is not None:
+        if keys is not None and check is not None:
             found.append((keys, check))
     return found
 
@@ -107,11 +107,12 @@ def _refused(key: list[str | int], path: Path, invalid: set[str]) -> bool:
 def _partial(model: type[BaseModel], raw: dict[str, Any]) -> BaseModel:
     """``model`` built from the valid values of ``raw`` without validating the whole; keys
     that are absent or invalid take their defaults."""
-    values = {}
+    values: dict[str, Any] = {}
     for key, item in raw.items():
-        name, info = fields_by_key(model).get(key, (None, None))
-        if name is None:
+        field = fields_by_key(model).get(key)
+        if field is None:
             continue
+        name, info = field
         sub = model_for(info.annotation, item)
         if sub is not None:
             if isinstance(item, dict):
@@ -144,5 +145,8 @@ def _partial_item(annotation: Any, value: Any) -> BaseModel | None:
 @cache
 def _adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
     info = model.model_fields[name]
-    annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    # A type form built at run time, which a static type cannot describe.
+    annotation: Any = (
+        Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    )
     return TypeAdapter(annotation, config=ConfigDict(strict=True))

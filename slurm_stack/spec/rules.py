@@ -281,7 +281,7 @@ def node_count_fits(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
         limit = Controller.model_fields["max_node_count"].default
     default_replicas = WorkerPool.model_fields["replicas"].default
     total = 0
-    for _, pool in _items(raw, "workerPools"):
+    for _index, pool in _items(raw, "workerPools"):
         elastic = _get(pool, "elastic")
         if isinstance(elastic, dict):
             replicas = _get(elastic, "maxReplicas")  # every node Slurm knows of the pool
@@ -289,7 +289,7 @@ def node_count_fits(raw: Raw, _: RuleContext) -> Iterator[SpecIssue]:
             replicas = _get(pool, "replicas", default_replicas)
         if isinstance(replicas, int) and not isinstance(replicas, bool):
             total += replicas
-    for _, pool in _outside_pools(raw):
+    for _index, pool in _outside_pools(raw):
         hosts = _get(pool, "hosts", [])
         total += len(hosts) if isinstance(hosts, list) else 0
     if isinstance(limit, int) and total > limit:

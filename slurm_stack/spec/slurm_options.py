@@ -12,7 +12,7 @@ source by scripts/slurm_option_tables.py.
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -80,7 +80,7 @@ class Table:
     def get(self, key: str) -> Option | None:
         return self.options.get(key.lower())
 
-    def suggestion(self, key: str, leave_out: set[str] = frozenset()) -> str | None:
+    def suggestion(self, key: str, leave_out: Collection[str] = frozenset()) -> str | None:
         """The usable key closest to ``key`` (difflib), if one is close."""
         usable = [
             lower
@@ -152,7 +152,7 @@ def parse_line(text: str) -> list[Pair]:
         raise ValueError(
             f"{text!r} contains '\\', slurm.conf's escape and line continuation character"
         )
-    pairs = []
+    pairs: list[Pair] = []
     position = 0
     while position < len(line):
         key = _KEY.match(line, position)
@@ -310,8 +310,8 @@ def field_issues(
                 "per item (one item per line)",
             )
             for pair in rest:
-                if message := owned.problem(pair.key, table_name):
-                    yield SpecIssue(where, message)
+                if refused := owned.problem(pair.key, table_name):
+                    yield SpecIssue(where, refused)
         if table_name == NODE:
             for pair in (head, *rest):
                 if "nodename=" in pair.value.lower():

@@ -15,18 +15,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic.config import JsonDict
 from pydantic.fields import FieldInfo
 
 from slurm_stack.spec.errors import SpecIssue, join_path
 from slurm_stack.spec.walk import fields_by_key, item_annotation, model_for
 
-MULTILINE = {"multiline": True}
+MULTILINE: JsonDict = {"multiline": True}
 """`json_schema_extra` of a field whose value may span lines."""
 
-SCRIPT = {"multiline": True, "tabs": True}
+SCRIPT: JsonDict = {"multiline": True, "tabs": True}
 """`json_schema_extra` of a field that holds a script: lines, and tabs to indent them."""
 
-FREE_TEXT = {"multiline": True, "tabs": True}
+FREE_TEXT: JsonDict = {"multiline": True, "tabs": True}
 """`json_schema_extra` of a value Kubernetes takes as any string, written into no file and
 no name: an annotation's (a JSON document, a PEM bundle, a script a controller reads). Line
 breaks, tabs and surrounding whitespace are kept; other control characters, which no such

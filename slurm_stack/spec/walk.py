@@ -7,6 +7,7 @@ from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 
 def unwrap(annotation: Any) -> Any:
@@ -45,10 +46,10 @@ def item_annotation(annotation: Any) -> Any:
 
 
 @cache
-def fields_by_key(model: type[BaseModel]) -> dict[str, tuple[str, Any]]:
+def fields_by_key(model: type[BaseModel]) -> dict[str, tuple[str, FieldInfo]]:
     """The keys a model takes in stack config (camelCase, and the snake_case name) mapped to
     (field name, field info); built once per model (callers must not change the mapping)."""
-    keys: dict[str, tuple[str, Any]] = {}
+    keys: dict[str, tuple[str, FieldInfo]] = {}
     for name, info in model.model_fields.items():
         keys[name] = (name, info)
         if info.alias:
