@@ -187,7 +187,7 @@ def test_the_docs_link_raw_output_at_all() -> None:
         # a link to raw output that is not there
         ("docs/performance.md", "results/elastic_bench.txt)", "results/elastic.txt)", "not exist"),
         # a table of figures whose evidence was dropped
-        ("docs/operations.md", "Evidence: the killed run", "The killed run", "no 'Evidence:'"),
+        ("docs/operations.md", "Evidence: the killed run's", "The killed run's", "no 'Evidence:'"),
         # evidence without its command
         (
             "docs/sandbox-performance.md",
