@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slurm_stack import paths
+from slurm_stack import naming, paths
 from slurm_stack.spec import REGISTRY_AUTH_CONFIG_KEY
 from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
 from tests.cluster.registry import (
@@ -21,6 +21,7 @@ from tests.cluster.registry import (
     docker_config,
     registry_for,
 )
+from tests.cluster.secret_scan import leaks, stack_secrets
 
 STACK = Path(__file__).parent / "Pulumi.gpus.yaml"
 FAKE_GPU_TOOLS = Path(__file__).parents[2] / "images" / "fake-gpu"
@@ -238,3 +239,22 @@ def test_the_benchmark_job_drains_a_node_that_fails_the_level_3_diagnostic(gpus:
         assert f"NodeList={SHORT} " not in gpus.ctl("scontrol --oneliner show jobs").stdout
     finally:
         gpus.ok(gpus.ctl(f"scontrol update NodeName={QUAD} State=RESUME"))
+
+
+def test_no_registry_credential_is_in_any_log(gpus: Cluster) -> None:
+    """The registry credentials (`containerRegistryAuth`), used by a pull that needs them,
+    are in no log (tests/cluster/secret_scan.py)."""
+    document = yaml.safe_load(gpus.stack_file.read_text())
+    document["config"][REGISTRY_AUTH_CONFIG_KEY] = docker_config(
+        registry_for("gpus", AUTH_REGISTRY_PORT)
+    )
+    gpus.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    gpus.sandbox.up(build=False)  # as it was booted, whatever another test left
+    secrets = stack_secrets(gpus)
+    assert any(naming.registry_auth_secret_name(gpus.name) in where for where in secrets)
+    secrets["the registry's password"] = PULL_PASSWORD.encode()
+    image = f"{registry_for('gpus', AUTH_REGISTRY_PORT)}/{TEST_IMAGE}"
+    pulled = gpus.login(f"srun -p main --container-image={image} cat /etc/image-marker")
+    assert gpus.ok(pulled).strip() == IMAGE_MARKER
+    found, _ = leaks(gpus, secrets)
+    assert not found, "\n".join(found)
