@@ -21,10 +21,8 @@ from slurm_stack.spec.rules import (
     DB_PASSWORD_CONFIG_KEY,
     LDAP_PASSWORD_CONFIG_KEY,
     REGISTRY_AUTH_CONFIG_KEY,
+    SECRET_PLACEHOLDER,
 )
-
-# Stand-in for `secure:` values, which only the Pulumi CLI can decrypt.
-SECRET_PLACEHOLDER = "offline-secret-placeholder"
 
 # The config keys the program reads, without their namespace (the project name).
 CLUSTER_NAME = CONFIG_KEY.split(":", 1)[1]

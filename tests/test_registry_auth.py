@@ -14,7 +14,7 @@ from slurm_stack.offline import ProgramRun, run_program
 from slurm_stack.program import run
 from slurm_stack.spec import REGISTRY_AUTH_CONFIG_KEY, SpecError, load_spec
 from slurm_stack.spec.registry_auth import registry_auth_problem
-from slurm_stack.stackfile import SECRET_PLACEHOLDER
+from slurm_stack.spec.rules import SECRET_PLACEHOLDER
 from tests.conftest import DEV_STACK
 from tests.helpers import by_name, containers
 

@@ -2,7 +2,7 @@
 
 import json
 
-from slurm_stack.stackfile import SECRET_PLACEHOLDER
+from slurm_stack.spec.rules import SECRET_PLACEHOLDER
 
 
 def registry_auth_problem(text: str | None) -> str | None:

@@ -112,6 +112,9 @@ PARTITION_LINES = Owned(OWNED_PARTITION_KEYS, "{key} comes from {where}, not opt
 DB_PASSWORD_CONFIG_KEY = "slurm-stack:accountingDbPassword"
 LDAP_PASSWORD_CONFIG_KEY = "slurm-stack:ldapBindPassword"
 REGISTRY_AUTH_CONFIG_KEY = "slurm-stack:containerRegistryAuth"
+# What the offline reader of a stack file (stackfile.py) gives a `secure:` value, which only
+# the Pulumi CLI can decrypt: the rules take it for a value that is there but unknown.
+SECRET_PLACEHOLDER = "offline-secret-placeholder"
 
 Raw = dict[str, Any]
 Rule = Callable[[Raw, "RuleContext"], Iterator[SpecIssue]]
