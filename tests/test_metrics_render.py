@@ -209,3 +209,18 @@ def test_the_sandbox_scrapes_each_selected_pod_as_the_operator_labels_it() -> No
     # Not among the pods' addresses, nor the directory tests' LDAP server's (.5).
     address = prometheus_address(sandbox_plan.subnet)
     assert address.endswith(".6") and address not in sandbox_plan.hosts.values()
+
+
+def test_the_sandbox_scrapes_every_pod_the_plan_runs_of_a_multi_replica_deployment() -> None:
+    """The scrape targets come from the same pod names as the plan's pods: a Deployment of
+    two replicas is two targets (it was once one, `-0`)."""
+    run = run_dev(lambda c: c.update(metrics={"prometheusOperator": True}))
+    rendered = manifests(run.resources)
+    for manifest in rendered:
+        if manifest["kind"] == "Deployment" and manifest["metadata"]["name"] == "dev-exporter":
+            manifest["spec"]["replicas"] = 2
+    sandbox_plan = plan(rendered, "/tmp/state")
+    assert {"dev-exporter-0", "dev-exporter-1"} <= set(sandbox_plan.hosts)
+    [config] = scrape_configs(rendered, sandbox_plan.hosts)
+    pods = [target["labels"]["pod"] for target in config["static_configs"]]
+    assert pods == ["dev-exporter-0", "dev-exporter-1"]

@@ -398,6 +398,14 @@ def _statefulset_of(workload: Manifest, statefulsets: Mapping[str, Manifest]) ->
     return {"statefulset": name, "ordered_ready": policy == "OrderedReady"}
 
 
+def workload_pod_names(workload: Manifest, size: int | None = None) -> list[str]:
+    """The sandbox's pods of a StatefulSet or Deployment: `<name>-<ordinal>` for each of its
+    replicas, or of ``size`` (a StatefulSet's live size, where a scaler owns it). Kubernetes
+    names a Deployment's pods with a random suffix instead."""
+    replicas = int(workload["spec"].get("replicas", 1)) if size is None else size
+    return [f"{workload['metadata']['name']}-{ordinal}" for ordinal in range(replicas)]
+
+
 def plan(
     manifests: list[Manifest],
     state_dir: str,
@@ -431,13 +439,11 @@ def plan(
 
     sizes = sizes or {}
     templates = [
-        (f"{m['metadata']['name']}-{i}", m, False)
+        (pod, m, False)
         for kind in ("StatefulSet", "Deployment")
         for m in by_kind.get(kind, [])
-        for i in range(
-            sizes.get(m["metadata"]["name"], m["spec"].get("replicas", 1))
-            if kind == "StatefulSet"
-            else m["spec"].get("replicas", 1)
+        for pod in workload_pod_names(
+            m, sizes.get(m["metadata"]["name"]) if kind == "StatefulSet" else None
         )
     ] + [(m["metadata"]["name"], m, True) for m in by_kind.get("Job", [])]
     statefulsets = {m["metadata"]["name"]: m for m in by_kind.get("StatefulSet", [])}

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from slurm_stack.sandbox.plan import workload_pod_names
 from slurm_stack.sandbox.podman import Podman
 from slurm_stack.spec.models import IMAGE_REVISION
 
@@ -39,14 +40,6 @@ CONTAINER_SUFFIX = "prometheus"
 
 def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
-
-
-def _workload_pods(workload: Manifest) -> list[str]:
-    """The sandbox's pod names of a Deployment (one pod, `-0`) or StatefulSet."""
-    name = workload["metadata"]["name"]
-    if workload["kind"] == "Deployment":
-        return [f"{name}-0"]
-    return [f"{name}-{i}" for i in range(workload["spec"].get("replicas", 1))]
 
 
 def _container_port(template: Manifest, port: int | str) -> tuple[str, int] | None:
@@ -93,7 +86,7 @@ def scrape_configs(manifests: list[Manifest], hosts: Mapping[str, str]) -> list[
                     if found is None:
                         continue
                     container, number = found
-                    for pod in _workload_pods(workload):
+                    for pod in workload_pod_names(workload):
                         if pod not in hosts:
                             continue
                         labels = {
