@@ -202,7 +202,8 @@ class SlurmCluster(pulumi.ComponentResource):
         for pool in spec.worker_pools:
             # Runs once per pod template, before the StatefulSet takes it: the pool's nodes
             # learn that their pods are to be replaced by an update (see pool_update_job).
-            template = pool_template_hash(pool_statefulset(spec, pool))
+            statefulset = pool_statefulset(spec, pool)
+            template = pool_template_hash(statefulset)
             update = register(
                 Job,
                 by_content(f"{name}-{pool.name}-update", template),
@@ -217,6 +218,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 f"{name}-{pool.name}",
                 spec,
                 pool,
+                statefulset,
                 [*before_nodes, update, *([*node_sshd, users.config_map] if pool.sshd else [])],
                 opts=here,
             )

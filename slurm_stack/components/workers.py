@@ -7,9 +7,10 @@ from pulumi_kubernetes.policy.v1 import PodDisruptionBudget
 
 from slurm_stack.components.kube import child_options, register
 from slurm_stack.components.timeouts import pool_delete_timeout
+from slurm_stack.k8s.common import Manifest
 from slurm_stack.k8s.disruption import pool_disruption_budget
 from slurm_stack.k8s.identity import service_account
-from slurm_stack.k8s.workers import COMPONENT, pool_service, pool_statefulset, scaled_by_slurm
+from slurm_stack.k8s.workers import COMPONENT, pool_service, scaled_by_slurm
 from slurm_stack.spec.models import ClusterSpec
 from slurm_stack.spec.models import WorkerPool as PoolSpec
 
@@ -31,9 +32,12 @@ class WorkerPool(pulumi.ComponentResource):
         name: str,
         spec: ClusterSpec,
         pool: PoolSpec,
+        manifest: Manifest,
         depends_on: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
+        """``manifest`` is the pool's StatefulSet (`k8s.workers.pool_statefulset`), built
+        once by the caller, which also names its template in the pool's update Job."""
         super().__init__("slurm-stack:index:WorkerPool", name, None, opts)
         register(Service, f"{name}-service", pool_service(spec, pool), child_options(self))
         register(
@@ -48,7 +52,6 @@ class WorkerPool(pulumi.ComponentResource):
             service_account(spec, COMPONENT, pool),
             child_options(self),
         )
-        manifest = pool_statefulset(spec, pool)
         self.statefulset = register(
             StatefulSet,
             name,
