@@ -1,216 +1,102 @@
 """What podman runs for a rendered stack: pods, containers, files and host names.
 
-Everything Kubernetes does that podman does not is translated here, in one place:
-- a StatefulSet's replicas become pods named `<name>-<ordinal>`, and so do a Deployment's
-  (Kubernetes would give those a random suffix);
-- a Service becomes a host entry: `<svc>.<ns>.svc` names the IP of the first pod it selects
-  (Kubernetes gives it a virtual IP that balances over all of them), and pods of headless
-  Services also get `<pod>.<svc>.<ns>.svc`;
-- volumes become directories under the sandbox state directory: emptyDir per pod (a tmpfs of
-  its size limit for medium Memory), claims per claim name (claim templates per pod); a claim
-  the stack renders is an ext4 filesystem of its requested size (capped at the host's free
-  space) in a sparse image, loop-mounted there (`claims.py`), as a block-backed volume is; what
-  stays different: an RWX claim is that one filesystem shared by the pods of one host (a real
-  one is NFS, CephFS and the like, with their own locking and caching), and a claim whose size
-  grows in the stack keeps the size it was created with (a real one expands where its storage
-  class allows);
-- ConfigMap and Secret volumes are laid out as the kubelet lays them out: the volume directory
-  is an emptyDir and so mode 0777 (`defaultPerm` in kubernetes pkg/volume/emptydir), each file
-  is a symlink through `..data` to a timestamped directory holding it with its mode (the
-  kubelet's AtomicWriter, pkg/volume/util/atomic_writer.go), and a ConfigMap or Secret that
-  is not `immutable` is updated in place in running pods (no restart) when it changes. What
-  stays different: the kubelet does that within its sync period (about a minute), the
-  sandbox at once on `up`; and the kubelet applies an `fsGroup` to these files' group too,
-  the sandbox as well (so sssd's copy-out is exercised). A volume whose ConfigMap or Secret
-  is `optional` and absent is an empty directory that fills when the object appears, as the
-  kubelet mounts it; one that is not optional fails the plan, naming the object, where the
-  kubelet would leave the pod waiting in ContainerCreating;
-- a pod that mounts its ServiceAccount token (`automountServiceAccountToken`, or a projected
-  volume of the kubelet's shape: serviceAccountToken at `token`, kube-root-ca.crt's `ca.crt`,
-  the namespace) gets KUBERNETES_SERVICE_HOST/PORT in every container and its account's
-  token, CA and namespace where it mounts them, for the sandbox's stand-in API (kube_api.py),
-  where each pod runs on a stand-in node of its own. Each such account has a token of its
-  own, and every request is authorized before it is routed by the stack's Roles,
-  ClusterRoles and bindings as RBAC does (kube_rbac.py: verbs, API groups, resources and
-  subresources, resource names, wildcards), a refusal answered with the API server's 403.
-  What stays different: the kubelet sets those variables in every pod; the token neither
-  expires nor rotates (the kubelet renews a projected one within its expirationSeconds); a
-  projected volume of other sources is refused; RBAC has no aggregated ClusterRoles, no
-  rules for non-resource URLs and none of the API server's default roles (`system:*`), so
-  discovery and `/version` are refused; and the stand-in serves only what the stack's
-  clients use: the lists of nodes and of a namespace's pods, a pod's delete and a
-  StatefulSet's `scale` (get, and a merge or strategic merge patch: no JSON patch or
-  server-side apply, no resourceVersion, no watch; clients poll);
-- a StatefulSet's size follows its scale subresource as its controller follows it: the
-  stand-in API keeps each `spec.replicas` (statefulsets.py), and a StatefulSet controller
-  stand-in (statefulset_controller.py: started by `up` when a StatefulSet is elastic, its
-  annotation `slurm-stack.io/scaled-by: slurm-power-saving`, stopped by `down`, logging to
-  `statefulset-controller/controller.log` in the sandbox state) starts the missing pods,
-  lowest ordinal first (side by side under Parallel), and stops the surplus ones, highest
-  first, each with its preStop hook and grace as an `up` stops them; a pod deleted through
-  the API is stopped so and started again. It holds the lock the commands that start or stop
-  pods hold (`state.hold_pods`), so it never acts beside an `up`. `up` keeps an elastic
-  StatefulSet's live size once it exists, as Pulumi's `ignoreChanges: ["spec.replicas"]`
-  does, and its pods keep their addresses while scaled away. What stays different: the
-  controller looks at the sizes twice a second (Kubernetes' watches) and makes one pass at a
-  time (a change made while pods start waits until they are ready); it stops surplus pods
-  one after another whatever the podManagementPolicy; it acts on a StatefulSet when
-  its size changes, not when one of its pods disappears otherwise (the next apply brings
-  that back), and runs only while a StatefulSet is elastic; a StatefulSet that is not
-  elastic runs at its manifest's size alone (a patched size starts no pod and the next `up`
-  sets it back, where Pulumi would leave it until the manifest's replicas change); a
-  delete's gracePeriodSeconds and preconditions are not read (the pod's own grace applies),
-  and the deleted pod is listed throughout, never Terminating; Prometheus scrapes the pods
-  of the last `up`;
-- a generated Secret keeps the data of its first apply, as Pulumi keeps a random resource's
-  value, and takes new data when its generation annotation changes (the JWT key's, with
-  `restApi.keyGeneration`, the random resource's `keepers`); what stays different: the mock
-  engine derives a value from the resource's name and keepers, so going back to an earlier
-  generation brings back that generation's key, where Pulumi's random provider would make a
-  new one;
-- env values from `secretKeyRef` are resolved from the rendered Secret (Kubernetes injects them);
-- native sidecars (init containers with restartPolicy Always) start first and keep running,
-  other init containers run to completion before the main containers, as in a pod;
-- pod IPs are fixed per pod name for the sandbox's life (Kubernetes gives a new one per pod),
-  and so are their MAC addresses (`podman.mac_address`), as a re-created pod at a known address
-  with a new MAC would be unreachable until neighbour caches expire; the network's bridge
-  keeps its gateway's MAC (`podman.pin_bridge_address`), as Linux would otherwise give it its
-  lowest port's, which changes as pods come and go and left pods sending to the host (the
-  container tests' registries) at a MAC nobody had, for up to a minute;
-- a Job runs once per name while the stack has it; one that leaves the stack and comes back
-  runs again (Pulumi deletes the old Job object and creates it anew); a finished Job's pod
-  stays, its sidecars sent SIGTERM as the kubelet sends it, until the Job leaves the stack
-  or `sandbox down` (then it goes at once: nothing runs in it); what its main containers
-  printed is also kept as `jobs/<job>--<container>.log` in the sandbox state (`kubectl logs
-  job/<job>`), and stays after the pod has gone; what stays different: the pod's infra
-  container keeps running (the kubelet stops a finished pod's sandbox);
-- a pod that leaves runs its main container's preStop hook, then gets SIGTERM and SIGKILL once
-  its `terminationGracePeriodSeconds` (hook included) is over, highest ordinal first; what
-  stays different: the sandbox stops removed pods one after another (a StatefulSet with
-  `podManagementPolicy: Parallel` stops them together), `sandbox down` stops pods in reverse
-  start order (deleting a namespace stops them all at once), and a pod killed with
-  `sandbox kill-pod` (a crash) or `sandbox delete-pod` (an eviction: preStop and grace) comes
-  back when that command re-applies, not by a controller's watch; a test may leave a killed
-  pod gone (`Sandbox.kill_pod(name, come_back=False)`) until `Sandbox.restore`, as a
-  StatefulSet leaves the pod of a lost node until the node is known to be gone;
-- a StatefulSet whose pod template changed is rolled as its controller rolls it: one pod at
-  a time, highest ordinal first, each stopped as above (preStop, grace) and the next only
-  once the new pod is ready; a new pod that does not become ready (an image that does not
-  exist, a daemon that keeps exiting) stops that StatefulSet's roll, leaves the pods not
-  reached on their template and fails `up`. A pod of an earlier template that is not ready
-  is replaced with `podManagementPolicy: Parallel` and left alone with `OrderedReady`, as
-  Kubernetes leaves it (its "forced rollback"); `up` then fails naming it. What stays
-  different: `sandbox up` waits for every roll to end, where `pulumi up` returns once a
-  worker StatefulSet is updated; the sandbox rolls one pod at a time whatever
-  `maxUnavailable` says (the MaxUnavailableStatefulSet gate is off by default in Kubernetes
-  1.36); and a rebuilt image under the same tag rolls pods in the sandbox (their
-  fingerprint changes) but not on Kubernetes, so such a roll's stops take the `drain`
-  settings (no update Job marked the nodes);
-- pods start as Pulumi creates them, each component as soon as the components it depends on
-  are ready (`STARTS_AFTER`: database, slurmdbd, controller; the jail's copy from the start;
-  the pools' update Jobs and the config Job after the controller; login, the metrics exporter
-  and slurmrestd once the jail is populated too, the users Job after the config Job; workers
-  last); what stays different: the pools also wait for the config Job (Pulumi would run it
-  while they roll);
-- the stack's outputs of the last `up` that succeeded are kept (`outputs.json`) and given
-  back to the program as the engine gives them (`readStackOutputs`: its deployed
-  slurmVersion); `sandbox down` does not run the program, as `pulumi destroy` does not;
-- ServiceMonitors and PrometheusRules become the configuration of a real Prometheus the
-  sandbox runs beside the pods (`prometheus.py`), as the Prometheus Operator would configure
-  one: each selected pod a target, labelled `job`, `namespace`, `service`, `pod`,
-  `container`, `endpoint`; what stays different: the targets are the pods' fixed addresses
-  (the operator follows the Services' endpoints as pods come and go), and rules are
-  evaluated every 10 s (the operator's default is 30 s);
-- a probe's port given by name is the container port of that name, as the kubelet reads it;
-- readiness and startup probes gate `up` as they gate a rollout; liveness probes run as the
-  kubelet runs them, in a prober process that outlives `up` (`liveness_server.py`: started
-  by `up` unless it runs, stopped by `down`; the apply keeps its list of containers): once
-  the container's startup probe has passed and its initialDelaySeconds are over, every
-  periodSeconds, each try bounded by timeoutSeconds; failureThreshold failures in a row
-  (of the liveness probe, or of the startup probe while it has not passed) kill the
-  container as the kubelet does (its preStop hook, SIGTERM, SIGKILL once the pod's grace
-  period is over, at least 2 s) and podman restarts it in place (its RestartCount grows);
-  each failure and kill is a line of `liveness/events.log` in the sandbox state, worded as
-  the kubelet's events. What stays different: the restart is at once (the kubelet backs
-  off, CrashLoopBackOff); a container with a startup probe and no liveness probe is not
-  watched after `up`; a probe's own terminationGracePeriodSeconds is not read; httpGet and
-  grpc probes are refused by the plan; the prober reads its list once a second and times
-  each container's probes from when it first saw it, not from the pod's start; and a
-  paused container is thawed after its SIGKILL (cgroup v2's freezer lets SIGKILL through,
-  this host's v1 does not, so the container would stay until unpaused);
-- an exec probe runs in the container's namespaces, root, working directory and environment,
-  as its runAsUser and runAsGroup (`exec_probes.py`, through nsenter, milliseconds where a
-  podman exec costs a quarter of a CPU second); the liveness prober's probes and preStop
-  hooks first join the container's cgroups, as the runtime's exec does, so a paused
-  container's probe hangs until its timeout. What stays different: the probe process is
-  outside the container's seccomp filter (and `up`'s readiness probes outside its
-  cgroups too), with the capabilities of root in the host's user namespace (the kubelet
-  runs it through the runtime, confined as the container);
-- `Sandbox.exec_quick` (the tests' Slurm admin commands in slurmctld's container) enters the
-  same way where the container's main process is an unprivileged user with no other group,
-  as that user: the same user, groups and (no) capabilities a `kubectl exec` would give;
-  what stays different: the process is outside the container's cgroup and seccomp filter;
-- a container gets the capabilities its securityContext adds only where the host's own
-  bounding set holds them: this development machine's lacks CAP_SYS_RESOURCE, and podman
-  drops it without a word, so slurmd runs without it here (the real-Slurm tests compare a
-  process's capabilities with the render's, less what the host cannot grant);
-- PodDisruptionBudgets are rendered but not enforced: the sandbox has no eviction API, so
-  nothing asks them (`kubectl drain` would);
-- NetworkPolicies are rendered but not enforced: every sandbox pod reaches every other on
-  podman's network (on Kubernetes the network plugin enforces them);
-- a machine outside the cluster (an external accounting database, a directory server, a host
-  that runs Slurm beside the pods) is a container on the sandbox's network (`outside.py`),
-  `<sandbox>-outside-<name>`, at a fixed address among the subnet's last fifteen (.240-.254),
-  which no pod is given; `sandbox down` removes it after the pods, and `--delete-data` its
-  files (`outside/<name>` in the sandbox state), as a volume's. Whoever needs one (a test)
-  starts it before the `up` whose pods use it: `up` neither starts nor waits for it. What
-  stays different: pods reach it by address alone (no host entry names it), on their own
-  network (a real one is routed to, often through NAT);
-- a LoadBalancer Service that selects one pod by name (`statefulset.kubernetes.io/pod-name`:
-  the controllers' Services for hosts outside Kubernetes, `externalNodes`) has that pod's
-  address as its load balancer's in the stack's outputs (`stack.load_balancer_stand_in`: the
-  address is handed out as the program runs and kept for the pod); other LoadBalancer
-  Services keep the mock engine's unreachable one. What stays different: a real load
-  balancer has an address of its own in front of the pod and admits only its
-  `loadBalancerSourceRanges` (the sandbox's pod admits anyone on its network);
-- an external database's password (`accounting.mode: external`) is the Secret the program
-  renders from the `accountingDbPassword` config, which follows the config as Pulumi's
-  update would (`stack.py`); a `passwordSecret` names a Secret someone made with kubectl,
-  which a sandbox has no way to hold: its plan fails, naming the Secret;
-- seccomp follows the manifest: no profile is Unconfined (the kubelet's default without
-  --seccomp-default), `RuntimeDefault` is podman's default profile with containerd's rules
-  laid over it (`sandbox/seccomp.py`): every call containerd allows only with a capability
-  (unshare, mount, setns, clone with namespace flags under CAP_SYS_ADMIN, and the rest of
-  its table) needs it here too, the calls containerd allows to no one (pivot_root, keyctl)
-  are refused, and a refused call answers EPERM; what stays different: socket(2)'s families
-  (containerd 1.7 and later refuse AF_VSOCK and AF_ALG), io_uring (refused from containerd
-  2.0), and ptrace and process_vm_readv allowed as containerd 1.7 allows them (1.6 gates
-  the latter behind CAP_SYS_PTRACE);
-- cgroups are this host's, which mounts the controllers as cgroup v1 (hybrid). A privileged
-  container (`cgroups.enforce`) stays in the host's cgroup namespace, as containerd keeps a
-  privileged container on cgroup v2 (containerd/cri#1415, after the cgroup v2 KEP), and
-  Slurm's `CgroupPlugin=autodetect` picks cgroup/v1, under the container's own cgroup
-  (`tests/cluster/test_cgroups.py`). What stays different: Kubernetes 1.36 nodes run cgroup
-  v2, where Slurm picks cgroup/v2 and puts slurmstepd's cgroups beside the containers in the
-  pod's cgroup (`_set_int_cg_ns` in `cgroup_v2.c`); that path is not booted here. And podman
-  mounts a v1 container's own cgroup at `/sys/fs/cgroup/<controller>` while
-  `/proc/self/cgroup` names host paths, so slurmd logs "Cannot find slurmd cpu cgroup" (and
-  memory) once at start: it only looks for its own cgroup to lift limits on itself;
-- AppArmor is not exercised: this host's kernel has no AppArmor, so `Unconfined` and the
-  runtime's default profile (which denies mount(2)) behave alike here;
-- `fsGroup` becomes the group of the pod's volume directories (the kubelet chowns them);
-- a `subPath` mount binds that directory of the volume, created when missing as the kubelet
-  creates it (owned by root, with the mode of the volume's root);
-- images the sandbox cannot pull are replaced by local builds (`LOCAL_IMAGES`);
-- a GPU request gets fake device nodes, the fake `nvidia-smi` and a stand-in driver library
-  file (no GPU here; the NVIDIA device plugin and runtime would inject the real ones), and the
-  host's kernel log read-only for the XID check (an unprivileged pod on Kubernetes cannot open
-  /dev/kmsg). The device nodes are character devices of NVIDIA's major (195), one minor per
-  GPU, as the device plugin gives them: a pod keeps the host's minors of the GPUs it was
-  given. By default a pod gets minors 0 to its request minus 1; `SandboxState.gpu_devices_file`
-  gives a pod other minors or fewer devices than it asked for, as a host whose GPUs 0-3 are
-  taken, or one with a GPU missing, would. Opening one fails (no driver): the fake tools only
-  look for them, and Slurm and the jail plugin only stat and bind them.
+Everything Kubernetes does that podman does not is translated here or in the sibling module a
+row names; the last column says what stays different ("—": nothing).
+
+================ ================== ================================================================
+Kubernetes       Sandbox            Still differs
+================ ================== ================================================================
+Deployment pods  `<name>-<ordinal>` named as a StatefulSet's (Kubernetes: a random suffix)
+Service IP       `<svc>.<ns>.svc`   a host entry: the IP of the first pod it selects (no balancing)
+pod IPs          fixed:             kept per pod name for the sandbox's life (Kubernetes: new per
+                 allocate_ips       pod), and so their MACs (podman.py)
+emptyDir         Memory: a tmpfs    —
+PVC              ext4 image,        sized at its request, at most the host's free space; a size
+                 loop-mounted:      grown in the stack is not applied (a real one expands where its
+                 claims.py          class allows); RWX: one filesystem for one host's pods (real:
+                                    NFS, CephFS..., own locking, caching)
+ConfigMap/Secret volumes in the     an update lands at once on `up` (kubelet: within its sync
+                 kubelet's layout:  period, about a minute); a missing one not `optional` fails the
+                 projected.py       plan (kubelet: the pod waits in ContainerCreating)
+secretKeyRef env rendered Secret    —
+random provider  a salt per        a value derives from its resource's salt and keepers: keepers
+                 resource, kept     set back to an earlier generation bring its key back (Pulumi:
+                 while declared:    a new one)
+                 RandomSalts
+kubectl Secrets  none               a `passwordSecret` (external database) fails the plan, naming it
+stack outputs    outputs.json       —
+ServiceAccount   token, stand-in    KUBERNETES_SERVICE_HOST/PORT only in pods that mount a token; a
+                 API: kube_api.py   stand-in node per pod; the token never expires or rotates; other
+                                    projected sources refused
+RBAC             kube_rbac.py       no aggregated ClusterRoles, non-resource URLs or `system:*`
+                                    roles: discovery and `/version` refused
+API server       kube_api_server.py only node and pod lists, pod delete, StatefulSet `scale` get and
+                                    merge or strategic merge patch; no JSON patch, server-side
+                                    apply, resourceVersion or watch (clients poll)
+StatefulSet      controller         polls twice a second (Kubernetes: watches); one pass at a time
+                 stand-in while one (a change made while pods start waits until they are ready);
+                 is elastic:        stops surplus pods one by one whatever the podManagementPolicy;
+                 statefulsets.py    ignores a delete's gracePeriodSeconds and preconditions, lists
+                                    the pod throughout (never Terminating); a pod gone but not
+                                    deleted through the API returns at the next apply; Prometheus
+                                    scrapes the last `up`'s pods
+fixed replicas   the manifest's     a patched size starts no pod; the next `up` resets it (Pulumi:
+                 (not elastic)      kept until the manifest's replicas change)
+rolling update   one pod at a time, `sandbox up` waits for every roll (`pulumi up`: until a worker
+                 highest first,     StatefulSet is updated); one pod at a time whatever
+                 once ready:        `maxUnavailable` (its gate is off in 1.36); a rebuilt image
+                 apply.py           under the same tag rolls pods, not on Kubernetes: their stops
+                                    take the `drain` settings (no update Job marked the nodes)
+pod termination  preStop, SIGTERM,  removed pods stop one by one (Parallel: together); `down` in
+                 SIGKILL after      reverse start order (namespace deletion: all at once); a
+                 grace              `kill-pod` or `delete-pod` pod comes back when that command
+                                    re-applies, not by a watch, or with `come_back=False` at
+                                    `Sandbox.restore` (a lost node)
+creation order   STARTS_AFTER       pools also wait for the config Job (Pulumi runs it as they roll)
+Job              once per name:     a finished pod's infra container runs on (the kubelet stops it)
+                 apply.py
+CronJob schedule run-cronjob        no clock: its pod runs only when asked
+init, sidecars   as in a pod        —
+probe kinds      exec, tcpSocket    httpGet and grpc probes are refused by the plan
+liveness probes  a prober process:  restart at once (no CrashLoopBackOff); a startup probe alone is
+                 liveness.py        not watched after `up`; a probe's terminationGracePeriodSeconds
+                                    not read; targets read once a second, probes timed from first
+                                    sight (not the pod's start); a paused container thawed after
+                                    SIGKILL (the host's cgroup v1 freezer holds it)
+exec probes      nsenter:           outside the container's seccomp filter, and its cgroups but for
+                 exec_probes.py,    the liveness prober's probes and preStop hooks; a root probe has
+                 also               the host root's capabilities (exec_quick, the tests' kubectl
+                 Sandbox.exec_quick exec, runs as the main user)
+capabilities     podman --cap-add   only the host's bounding set's: no CAP_SYS_RESOURCE here (podman
+                                    drops it silently; slurmd runs without it)
+seccomp          RuntimeDefault:    socket(2) families (containerd 1.7+ refuse AF_VSOCK, AF_ALG);
+                 containerd's       io_uring (refused from 2.0); ptrace, process_vm_readv as 1.7
+                 rules, seccomp.py  (1.6 gates the latter behind CAP_SYS_PTRACE)
+cgroup v2        the host's v1      Slurm picks cgroup/v1; 1.36 nodes' v2 path (slurmstepd's cgroups
+                 (hybrid);          in the pod's, `_set_int_cg_ns`) is not booted; slurmd logs
+                 privileged: host   "Cannot find slurmd cpu cgroup" (and memory) once at start,
+                 cgroupns           harmlessly
+AppArmor         not exercised      no AppArmor in this kernel: `Unconfined` and the runtime default
+                                    (denies mount(2)) alike
+fsGroup, subPath as the kubelet     —
+PDB              rendered           not enforced: no eviction API asks it (`kubectl drain` would)
+NetworkPolicy    rendered           not enforced: every pod reaches every other
+hosts outside    containers:        reached by address alone (no host entry), on the pods' own
+                 outside.py         network (a real one is routed to, often through NAT)
+LoadBalancer     a pod's address:   one that selects a pod by name is that pod, open to its whole
+                 stack.py           network (a real one: an address of its own,
+                                    `loadBalancerSourceRanges`); others: the mock engine's
+                                    unreachable address
+ServiceMonitor   a real Prometheus: targets are the pods' fixed addresses (the operator follows
+                 prometheus.py      endpoints); PrometheusRules evaluated every 10 s (the operator's
+                                    default: 30 s)
+image pulls      LOCAL_IMAGES       local builds stand in for images no registry serves here
+GPUs             fake devices,      no GPU or driver: `/dev/nvidia*` (major 195, minors 0..n-1 or
+                 `nvidia-smi`,      `SandboxState.gpu_devices_file`'s) fail to open (the fake tools
+                 driver library     look for them, Slurm and the jail plugin stat and bind them);
+                                    the host's /dev/kmsg read-only (an unprivileged pod on
+                                    Kubernetes cannot open it)
+================ ================== ================================================================
 """
 
 import base64
