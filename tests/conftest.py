@@ -97,12 +97,11 @@ BESIDE_THE_TIER = (
 )
 # The version matrix (tests/cluster/conftest.py): files whose tests also run at Slurm 24.11.
 # A file's two versions boot the same stack names, so one worker runs both, one after the
-# other. test_cgroups.py rides along: its stack's subnet is drain's.
+# other.
 VERSION_MATRIX_SHARE = (
     "test_auth_slurm.py",
     "test_drain.py",
     "test_site_scripts.py",
-    "test_cgroups.py",
 )
 
 
@@ -145,9 +144,12 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[ORDER_SEED_VARIABLE] = str(random.randrange(10_000))
 
 
-def pytest_report_header() -> str:
-    seed = os.environ.get(ORDER_SEED_VARIABLE)
-    return f"real-Slurm modules in a random order: {ORDER_SEED_VARIABLE}={seed} repeats it"
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The seed, said once (by xdist's controller) and also under `-q`, which hides the
+    report header."""
+    if not _IN_XDIST_WORKER:
+        seed = os.environ.get(ORDER_SEED_VARIABLE)
+        _say(session.config, f"modules in a random order: {ORDER_SEED_VARIABLE}={seed} repeats it")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

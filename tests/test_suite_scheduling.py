@@ -15,6 +15,7 @@ def test_the_real_slurm_tier_is_three_shares(scheduler: RealSlurmTierTogether) -
     main = [
         "tests/cluster/test_boot.py::test_a_fresh_stack_logs_no_error",
         "tests/cluster/test_lifecycle.py::test_y",
+        "tests/cluster/test_cgroups.py::test_v",
     ]
     beside = [
         "tests/cluster/test_controller_ha.py::test_z",
@@ -29,7 +30,6 @@ def test_the_real_slurm_tier_is_three_shares(scheduler: RealSlurmTierTogether) -
         "tests/cluster/test_drain.py::test_cancel_policy_cancels_with_a_reason_and_wait_policy_waits[24.11]",
         "tests/cluster/test_auth_slurm.py::test_s[24.11]",
         "tests/cluster/test_site_scripts.py::test_r[26.05]",
-        "tests/cluster/test_cgroups.py::test_v",
     ]
     assert {scheduler._split_scope(nodeid) for nodeid in main} == {"tests/cluster/main"}
     assert {scheduler._split_scope(nodeid) for nodeid in beside} == {"tests/cluster/beside"}
@@ -69,9 +69,9 @@ def test_every_other_file_is_a_unit_of_its_own(scheduler: RealSlurmTierTogether)
 
 # The sandboxes each share boots, by name (a stack file's `name`, or the name a test gives
 # it), and the unit tests' own sandboxes, which run beside all three.
-MAIN_SANDBOXES = ("itest", "gpus", "labels", "hybrid", "dev")
+MAIN_SANDBOXES = ("itest", "gpus", "labels", "hybrid", "cgroups", "dev")
 BESIDE_SANDBOXES = ("ha", "ldapdir", "elastic", "extdb", "updates", "upgrade")
-VERSION_MATRIX_SANDBOXES = ("authslurm", "site", "drain", "cg")
+VERSION_MATRIX_SANDBOXES = ("authslurm", "site", "drain")
 UNIT_SANDBOXES = ("lvtest", "sctest")
 
 
@@ -128,3 +128,20 @@ def test_the_tier_runs_its_modules_in_an_order_the_seed_gives() -> None:
         assert names[1:] == [f"{module}{test}" for module in modules for test in (1, 2)]
     assert len({tuple(names) for names in orders.values()}) > 1
     assert [item.name for item in in_random_module_order(items, 7)] == orders[7]  # type: ignore[arg-type]
+
+
+def test_the_modules_about_a_fresh_stack_run_first_on_it_in_every_order() -> None:
+    from dataclasses import dataclass
+    from pathlib import Path
+
+    from tests.cluster.conftest import FRESH_STACK_MODULES, HERE, in_random_module_order
+
+    @dataclass
+    class Item:
+        fspath: Path
+
+    names = ["test_x.py", "test_y.py", *FRESH_STACK_MODULES, "test_z.py"]
+    items = [Item(HERE / name) for name in names]
+    for seed in range(20):
+        order = [item.fspath.name for item in in_random_module_order(items, seed)]  # type: ignore[arg-type]
+        assert order[: len(FRESH_STACK_MODULES)] == list(FRESH_STACK_MODULES)

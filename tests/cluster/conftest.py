@@ -54,14 +54,21 @@ def at_other_major(item: pytest.Item) -> bool:
     return callspec is not None and callspec.params.get("slurm_version") == OTHER_MAJOR
 
 
+# Modules about a stack as it is first booted: first on it, whatever the order.
+FRESH_STACK_MODULES = ("test_boot.py",)
+
+
 def in_random_module_order(items: list[pytest.Item], seed: int) -> list[pytest.Item]:
     """The tier's modules shuffled (each module's tests in their own order), so that a test
-    that passes only after another module's tests fails some day; the rest as they were."""
+    that passes only after another module's tests fails some day, but FRESH_STACK_MODULES
+    first; the rest as they were."""
     modules: dict[Path, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(Path(str(item.fspath)), []).append(item)
     tier = [path for path in modules if HERE in path.parents]
-    shuffled = iter(random.Random(seed).sample(tier, len(tier)))
+    order = random.Random(seed).sample(tier, len(tier))
+    order.sort(key=lambda path: path.name not in FRESH_STACK_MODULES)  # stable: stays shuffled
+    shuffled = iter(order)
     order = [next(shuffled) if HERE in path.parents else path for path in modules]
     return [item for path in order for item in modules[path]]
 
@@ -285,3 +292,16 @@ def image_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """The itest stack running in the sandbox; torn down with its data at the end."""
     yield from running_stack(STACK, tmp_path_factory, 4)
+
+
+@pytest.fixture(scope="module")
+def itest_stack_restored(cluster: Cluster) -> Iterator[None]:
+    """For a module that edits the shared itest stack: at its end the stack file is as the
+    module found it again, applied, and every node idle, so the modules after it (in any
+    order) meet the stack they were written for."""
+    found = cluster.stack_file.read_text()
+    yield
+    if cluster.stack_file.read_text() != found:
+        cluster.stack_file.write_text(found)
+        cluster.sandbox.up(build=False)
+    wait_for("every itest node idle", lambda: cluster.all_idle(4), timeout=180)

@@ -23,7 +23,7 @@ from tests.cluster.conftest import Cluster, boot_stack, tear_down, wait_for
 from tests.cluster.test_users import keypair
 
 STACK = Path(__file__).with_name("Pulumi.cgroups.yaml")
-SSH_NODES = ["cg-debug-0", "cg-debug-1"]
+SSH_NODES = ["cgroups-debug-0", "cgroups-debug-1"]
 KEY_SETUP = (
     "install -d -m 700 ~/.ssh && "
     "ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519 && "
@@ -143,16 +143,20 @@ def test_a_job_gets_only_its_cpus_and_its_memory(cg: Cluster, keys: dict[str, Pa
     """task/cgroup: a one-CPU task may run on one CPU of its two-CPU node; a task that
     allocates past its --mem is killed by the kernel, and sacct says so."""
     out = cg.ok_as(
-        "alice", keys["alice"], "srun -w cg-debug-0 -c1 grep Cpus_allowed_list /proc/self/status"
+        "alice",
+        keys["alice"],
+        "srun -w cgroups-debug-0 -c1 grep Cpus_allowed_list /proc/self/status",
     )
     assert out.split()[-1] in ("0", "1"), out
     both = cg.ok_as(
-        "alice", keys["alice"], "srun -w cg-debug-0 -c2 grep Cpus_allowed_list /proc/self/status"
+        "alice",
+        keys["alice"],
+        "srun -w cgroups-debug-0 -c2 grep Cpus_allowed_list /proc/self/status",
     )
     assert both.split()[-1] == "0-1", both
     hog = "python3 -c 'b = bytearray(400 * 2**20); print(len(b))'"
     job = cg.ok_as(
-        "alice", keys["alice"], f'sbatch --parsable -w cg-debug-1 --mem=64M --wrap "{hog}"'
+        "alice", keys["alice"], f'sbatch --parsable -w cgroups-debug-1 --mem=64M --wrap "{hog}"'
     ).strip()
     cg.wait_job(job)
     assert sacct_state(cg, job) == "OUT_OF_MEMORY"
@@ -166,26 +170,26 @@ def test_a_user_with_a_job_on_a_node_lands_in_it_over_ssh(
     only and the node's /tmp (not the job's private one), and holds no capability, SYS_ADMIN
     not even in its bounding set. The other node of the pool, where the user has no job,
     refuses them, as the node refuses bob, who has no job anywhere."""
-    job = running_job(cg, keys["alice"], "cg-debug-0")
+    job = running_job(cg, keys["alice"], "cgroups-debug-0")
     try:
         probe = (
             "hostname; cat /proc/self/cgroup; test -e /.slurm-stack-populated && echo jail; "
             'test -e /tmp/mark || echo node-tmp; grep -E "^Cap(Eff|Bnd)" /proc/self/status; '
             "grep Cpus_allowed_list /proc/self/status"
         )
-        out = cg.ok_as("alice", keys["alice"], f"{NODE_SSH} cg-debug-0 '{probe}'")
+        out = cg.ok_as("alice", keys["alice"], f"{NODE_SSH} cgroups-debug-0 '{probe}'")
         lines = out.splitlines()
-        assert lines[0] == "cg-debug-0", out
+        assert lines[0] == "cgroups-debug-0", out
         assert any(f"/job_{job}/step_extern" in line for line in lines), out
         assert "jail" in lines and "node-tmp" in lines, out
         caps = dict(line.split(":") for line in lines if line.startswith("Cap"))
         assert int(caps["CapEff"], 16) == 0, out
         assert not int(caps["CapBnd"], 16) & (1 << SYS_ADMIN), out
         assert lines[-1].split()[-1] in ("0", "1"), out
-        refused = cg.login_as("alice", keys["alice"], f"{NODE_SSH} cg-debug-1 true")
+        refused = cg.login_as("alice", keys["alice"], f"{NODE_SSH} cgroups-debug-1 true")
         assert refused.returncode != 0
         assert "you have no active jobs on this node" in refused.stderr, refused.stderr
-        stranger = cg.login_as("bob", keys["bob"], f"{NODE_SSH} cg-debug-0 true")
+        stranger = cg.login_as("bob", keys["bob"], f"{NODE_SSH} cgroups-debug-0 true")
         assert stranger.returncode != 0
         assert "you have no active jobs on this node" in stranger.stderr, stranger.stderr
     finally:
@@ -205,14 +209,14 @@ def test_an_ssh_session_is_held_to_its_jobs_memory_and_cpus(
     are the job's CPU_IDs (Slurm's CPU ids are the machine's here: the node's two CPUs are
     its host's). 400 MiB allocated in the session is killed by the kernel while the job
     runs on. (The host has no swap; memory.memsw is not limited.)"""
-    submit = "sbatch --parsable -w cg-debug-0 -c1 --mem=200M --wrap 'sleep 600'"
+    submit = "sbatch --parsable -w cgroups-debug-0 -c1 --mem=200M --wrap 'sleep 600'"
     job = cg.ok_as("alice", keys["alice"], submit).strip()
     try:
         wait_for(f"job {job} running", lambda: cg.job_state(job) == "RUNNING", timeout=60)
         memory, cpus = job_allocation(cg, job)
         assert memory == 200 * MIB
         out = cg.ok_as(
-            "alice", keys["alice"], f"{NODE_SSH} cg-debug-0 {shlex.quote(SESSION_LIMITS)}"
+            "alice", keys["alice"], f"{NODE_SSH} cgroups-debug-0 {shlex.quote(SESSION_LIMITS)}"
         )
         rows = [line.split(" ", 1) for line in out.splitlines() if " " in line]
         found = dict(rows)
@@ -253,7 +257,7 @@ def test_no_one_gets_in_while_the_jobs_slurmstepd_cannot_be_asked(
     LoginGraceTime (30 s) and logs "Timeout before authentication"; when it is gone,
     pam_slurm_adopt finds no job of hers and says so. Once it answers again, she lands in
     her job."""
-    node = "cg-debug-1"
+    node = "cgroups-debug-1"
     job = running_job(cg, keys["alice"], node)
     login = f"{NODE_SSH} {node} 'cat /proc/self/cgroup'"
     try:
@@ -281,10 +285,10 @@ def test_no_one_gets_in_while_the_jobs_slurmstepd_cannot_be_asked(
 def test_the_jobs_end_ends_its_ssh_sessions(cg: Cluster, keys: dict[str, Path]) -> None:
     """proctrack/cgroup counts an adopted session among the job's processes: cancelling the
     job kills it, and sacct records the job as cancelled."""
-    job = running_job(cg, keys["alice"], "cg-debug-1")
+    job = running_job(cg, keys["alice"], "cgroups-debug-1")
     argv = cg.sandbox.ssh_command("alice", identity=keys["alice"])
     session = subprocess.Popen(
-        [*argv, f"{NODE_SSH} cg-debug-1 'echo in; exec sleep 600'"],
+        [*argv, f"{NODE_SSH} cgroups-debug-1 'echo in; exec sleep 600'"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -307,20 +311,26 @@ def test_turning_sshd_on_for_another_pool_rolls_only_that_pool_and_keeps_running
     pod (whose ssh_config gains the pool) are replaced; a job running on the other pool runs
     on, and its node still lets alice in; the newly enabled node does too, into her job
     there. Each job's fate is read from sacct."""
-    running = running_job(cg, keys["alice"], "cg-debug-0")
+    running = running_job(cg, keys["alice"], "cgroups-debug-0")
 
     def sshd_on_plain(cluster: dict) -> None:  # type: ignore[type-arg]
         next(p for p in cluster["workerPools"] if p["name"] == "plain")["sshd"] = True
 
     cg.edit_stack(sshd_on_plain)
     report = cg.sandbox.up(build=False)
-    assert "cg-plain-0" in report.created and "cg-login-0" in report.created, report
-    assert not {"cg-debug-0", "cg-debug-1", "cg-controller-0"} & set(report.created), report
-    wait_for("cg-plain-0 idle", lambda: cg.node_states().get("cg-plain-0") == "idle", timeout=120)
+    assert "cgroups-plain-0" in report.created and "cgroups-login-0" in report.created, report
+    assert not {"cgroups-debug-0", "cgroups-debug-1", "cgroups-controller-0"} & set(
+        report.created
+    ), report
+    wait_for(
+        "cgroups-plain-0 idle",
+        lambda: cg.node_states().get("cgroups-plain-0") == "idle",
+        timeout=120,
+    )
     assert cg.job_state(running) == "RUNNING"
-    plain = running_job(cg, keys["alice"], "cg-plain-0")
+    plain = running_job(cg, keys["alice"], "cgroups-plain-0")
     try:
-        for node, job in (("cg-debug-0", running), ("cg-plain-0", plain)):
+        for node, job in (("cgroups-debug-0", running), ("cgroups-plain-0", plain)):
             out = cg.ok_as(
                 "alice", keys["alice"], f"{NODE_SSH} {node} 'hostname; cat /proc/self/cgroup'"
             )

@@ -241,17 +241,6 @@ def test_a_job_reaches_sacct_after_the_outside_server_restarts(
     ]
 
 
-def test_sandbox_down_removes_the_outside_machine_and_its_files(extdb: Cluster) -> None:
-    """Last: a suite run leaves nothing behind."""
-    if os.environ.get("KEEP_SANDBOX") == "1":
-        pytest.skip("KEEP_SANDBOX=1 keeps the sandbox")
-    extdb.sandbox.down(delete_data=True)
-    assert outside(extdb).names() == []
-    gone = subprocess.run(["podman", "container", "exists", f"{NAME}-outside-{DB}"], check=False)
-    assert gone.returncode == 1
-    assert not (extdb.sandbox.state.root / "outside").exists()
-
-
 def test_no_database_password_is_in_any_log(extdb: Cluster) -> None:
     """The external database's password (`accountingDbPassword`), which slurmdbd uses, is in
     no log (tests/cluster/secret_scan.py)."""
@@ -265,3 +254,15 @@ def test_no_database_password_is_in_any_log(extdb: Cluster) -> None:
     )
     found, _ = leaks(extdb, secrets)
     assert not found, "\n".join(found)
+
+
+# Last: it takes the stack down.
+def test_sandbox_down_removes_the_outside_machine_and_its_files(extdb: Cluster) -> None:
+    """Last: a suite run leaves nothing behind."""
+    if os.environ.get("KEEP_SANDBOX") == "1":
+        pytest.skip("KEEP_SANDBOX=1 keeps the sandbox")
+    extdb.sandbox.down(delete_data=True)
+    assert outside(extdb).names() == []
+    gone = subprocess.run(["podman", "container", "exists", f"{NAME}-outside-{DB}"], check=False)
+    assert gone.returncode == 1
+    assert not (extdb.sandbox.state.root / "outside").exists()

@@ -204,7 +204,9 @@ def held_by_daemon(cluster: Cluster, component: str, daemon: str) -> dict[str, s
     for pod, c in containers(cluster, component):
         tree = processes_of(cluster, pod, c)
         where = f"{container_name(pod, c)}: " + ", ".join(map(str, tree))
-        named = [p for p in tree if p.name == daemon]
+        # Debian's binary is `<daemon>-wlm`: a slurmd that re-executed itself on a
+        # `scontrol reconfigure` is named after it.
+        named = [p for p in tree if p.name in (daemon, f"{daemon}-wlm")]
         assert len(named) == 1, where
         [process] = named
         for field in ("CapEff", "CapPrm", "CapBnd"):

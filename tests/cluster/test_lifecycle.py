@@ -1,16 +1,21 @@
 """What `pulumi up` does to a running cluster: scale up, a lost controller, a config change.
 
-These change the cluster, so they run last (pytest runs files in name order).
+These change the cluster; the stack file is restored when the module ends (the tier runs its
+modules in a random order), but what the tests did to the jail and the logs stays.
 """
 
 import time
 
+import pytest
 import yaml
 
 from slurm_stack.paths import ENTRYPOINT
 from slurm_stack.sandbox.apply import job_log
 from slurm_stack.sandbox.podman import SANDBOX_LABEL
 from tests.cluster.conftest import Cluster, wait_for
+
+# It edits the shared itest stack: restored for the modules after it (tests/cluster/conftest.py).
+pytestmark = pytest.mark.usefixtures("itest_stack_restored")
 
 
 def edit_stack(cluster: Cluster, change) -> None:  # type: ignore[no-untyped-def]

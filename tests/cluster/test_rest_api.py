@@ -4,9 +4,14 @@ on the login node, requests with curl from a login session (docs/rest-api.md).""
 import json
 import shlex
 
+import pytest
+
 from slurm_stack import naming, paths
 from slurm_stack.k8s.rest_api import openapi_versions
 from tests.cluster.conftest import Cluster, wait_for
+
+# It edits the shared itest stack: restored for the modules after it (tests/cluster/conftest.py).
+pytestmark = pytest.mark.usefixtures("itest_stack_restored")
 
 KEY = f"{paths.JWT_KEY_DIR}/{paths.JWT_KEY_FILE}"
 # What slurmrestd answers when slurmctld refuses a request's token (src/common/http.c maps

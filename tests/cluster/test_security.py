@@ -10,6 +10,9 @@ import pytest
 
 from tests.cluster.conftest import Cluster, wait_for
 
+# It edits the shared itest stack: restored for the modules after it (tests/cluster/conftest.py).
+pytestmark = pytest.mark.usefixtures("itest_stack_restored")
+
 NODE = "itest-cpu-0"
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 # CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID (NET_BIND_SERVICE, also kept,
