@@ -31,6 +31,12 @@
     is left, unless a controller is in control (see :mod:`.controller_state`). Exit 0, or 1
     when the directory cannot be read or written.
 
+``healthcheck drain-node``
+    A worker pod's preStop hook (the entrypoint's ``drain-node`` role): drain this pod's node,
+    give its jobs the pool's wait, requeue or cancel what is left as the pool's policy says,
+    delete the node (see :mod:`.drain_node`). Exit 0 whatever Slurm did, 2 when the
+    environment is unusable.
+
 ``healthcheck nccl-submit [--dry-run]``
     Submit one NCCL benchmark job per idle GPU node (configured by ``NCCL_*`` environment
     variables, see :mod:`.nccl_submit`), log one line per node to stderr. Exit 0 all submitted,
@@ -115,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     for program, what in ELASTIC_PROGRAMS.items():
         elastic = commands.add_parser(program, help=what)
         elastic.add_argument("nodes", help="Slurm hostlist of the nodes")
+    commands.add_parser(
+        "drain-node", help="a worker pod's preStop: drain its node, end its jobs, delete it"
+    )
     commands.add_parser("elastic-sync", help="create elastic pools' nodes powered down")
     commands.add_parser(
         "outside-sync", help="delete (or drain, while busy) outside hosts the stack no longer has"
@@ -175,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: controller_in_control(run_command),
             lambda line: print(line, file=sys.stderr, flush=True),
         )
+    if args.command == "drain-node":
+        from .drain_node import main as drain_node
+
+        return drain_node(os.environ)
     if args.command == "outside-sync":
         from .elastic import Slurm, container_log, slurm_conf
         from .outside_sync import DeclaredHosts, sync_outside_hosts

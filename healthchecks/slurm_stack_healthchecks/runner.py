@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,8 +64,16 @@ class Runner(Protocol):
     ) -> CommandResult: ...
 
 
-def run_command(argv: Sequence[str], *, timeout: float, stdin: str | None = None) -> CommandResult:
-    """The real :class:`Runner`: ``subprocess`` in its own process group, killed on timeout."""
+def run_command(
+    argv: Sequence[str],
+    *,
+    timeout: float | None,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> CommandResult:
+    """The real :class:`Runner`: ``subprocess`` in its own process group, killed on timeout
+    (``None``: no limit, for the preStop hook's calls while a pool's `wait` policy has no
+    deadline); ``env``: its environment instead of this process's."""
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -75,14 +83,15 @@ def run_command(argv: Sequence[str], *, timeout: float, stdin: str | None = None
             text=True,
             errors="replace",
             start_new_session=True,
+            env=None if env is None else dict(env),
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError):
         raise CommandNotFound(argv) from None
     try:
         stdout, stderr = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as expired:
         _kill_and_abandon(proc)
-        raise CommandTimeout(argv, timeout) from None
+        raise CommandTimeout(argv, expired.timeout) from None
     return CommandResult(tuple(argv), proc.returncode, stdout, stderr)
 
 
