@@ -8,6 +8,7 @@ policies and a scale to zero also run on 24.11 (`both_majors`, tests/cluster/con
 the hook reads that version's answers, and its requeued jobs wait out its hold.
 """
 
+import contextlib
 import re
 import time
 from collections.abc import Iterator
@@ -179,6 +180,22 @@ def test_cancel_policy_cancels_with_a_reason_and_wait_policy_waits(drain: Cluste
         wait_for(f"{node} gone", lambda node=node: gone(drain, node), 30)
 
 
+@contextlib.contextmanager
+def one_node_in(drain: Cluster, pool: str) -> Iterator[None]:
+    """The one-node ``pool`` scaled up and idle for the block if another test scaled it to
+    zero, and left as the block found it."""
+    node = f"drain-{pool}-0"
+    scaled_up = node not in drain.node_states()
+    if scaled_up:
+        scale(drain, **{pool: 1})
+        wait_for(f"{node} idle", lambda: drain.node_states().get(node) == "idle")
+    try:
+        yield
+    finally:
+        if scaled_up:
+            scale(drain, **{pool: 0})
+
+
 # Longer than two of Slurm's client calls to a stopped slurmctld (each retries for
 # MessageTimeout, 10 s, before it fails).
 SLURMCTLD_STOPPED_SECONDS = 30
@@ -189,15 +206,8 @@ def test_slurmctld_stopped_while_a_stop_waits_is_not_taken_for_no_jobs(drain: Cl
     2 s. slurmctld is stopped (as in a controller restart) for 30 s of that wait: each of
     those questions fails, and none may read as "no jobs left", or the pod would stop and
     take the job with it. The job runs to its end on its node, and only then does the pod go."""
-    scaled_up = "drain-keep-0" not in drain.node_states()  # another test scaled it to zero
-    if scaled_up:
-        scale(drain, keep=1)
-        wait_for("drain-keep-0 idle", lambda: drain.node_states().get("drain-keep-0") == "idle")
-    try:
+    with one_node_in(drain, "keep"):
         stop_with_slurmctld_stopped_for_a_while(drain)
-    finally:
-        if scaled_up:  # as the test found it
-            scale(drain, keep=0)
 
 
 def stop_with_slurmctld_stopped_for_a_while(drain: Cluster) -> None:
@@ -236,15 +246,8 @@ def test_a_worker_whose_slurmctld_is_frozen_stops_within_its_wait_and_clean_up(
     """On a real node a worker whose slurmctld was gone took about 7 minutes to stop with a
     20 s wait: its preStop hook asked slurmctld up to 30 times, about 12 s each, before the
     wait began. The pool's wait and the clean-up now bound the whole hook."""
-    scaled_up = "drain-hold-0" not in drain.node_states()  # another test scaled it to zero
-    if scaled_up:
-        scale(drain, hold=1)
-        wait_for("drain-hold-0 idle", lambda: drain.node_states().get("drain-hold-0") == "idle")
-    try:
+    with one_node_in(drain, "hold"):
         stop_with_slurmctld_frozen_then_back(drain)
-    finally:
-        if scaled_up:  # as the test found it
-            scale(drain, hold=0)
 
 
 def stop_with_slurmctld_frozen_then_back(drain: Cluster) -> None:
